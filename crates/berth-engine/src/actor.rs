@@ -1,0 +1,456 @@
+//! The task actor: owns one task's state, performs the decision core's effects through the
+//! [`Runtime`], and folds results and Docker events back in until the task has stopped.
+//!
+//! One actor per task; no lock is shared between tasks, and none is held across an `.await`. Effects
+//! run concurrently as spawned futures that report back on a channel; the loop wakes only for an
+//! effect result, a Docker event, a command, or a `startTimeout` timer — never to poll.
+//! Snapshots are published on a `watch` channel after every change; status-change reports are derived
+//! from consecutive snapshots.
+
+use crate::decide::{Action, Event, Options};
+use crate::report::{self, PullPhase, Report, now_ms};
+use crate::runtime::{Runtime, RuntimeError, RuntimeEvent};
+use crate::spec::{self, VolumePlan};
+use crate::state::{Status, TaskState};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Requests to a running task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Stop the task cleanly (reverse dependency order, stop timeouts).
+    Stop { reason: String },
+    /// Kill every running container now.
+    Kill,
+}
+
+/// Settings of one task run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub data_dir: PathBuf,
+    pub options: Options,
+}
+
+/// Where the actor sends what happens.
+pub type Reports = mpsc::UnboundedSender<Report>;
+
+/// Run a task to STOPPED. Returns the final state. `snapshots` receives every published state.
+pub async fn run_task<R: Runtime>(
+    rt: Arc<R>,
+    mut state: TaskState,
+    config: RunConfig,
+    reports: Reports,
+    mut commands: mpsc::Receiver<Command>,
+    snapshots: watch::Sender<TaskState>,
+) -> TaskState {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let mut published: Option<TaskState> = None;
+    let mut commands_open = true;
+
+    // Subscribe before anything is created, so no event of this task can be missed.
+    let mut events = subscribe(&*rt, &state.id).await;
+    let volumes = prepare_volumes(&*rt, &mut state, &config).await;
+
+    loop {
+        let now = now_ms();
+        let (effects, wake_at) = state.step(config.options, now);
+        for action in effects {
+            spawn_effect(&rt, &state, &volumes, action, tx.clone(), &reports);
+        }
+        publish(&state, &mut published, &reports, &snapshots);
+        if state.is_finished() {
+            break;
+        }
+        let sleep = async {
+            match wake_at {
+                Some(t) => {
+                    let ms = u64::try_from((t - now_ms()).max(0)).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            Some(ev) = rx.recv() => state.apply(&ev),
+            ev = next_event(&mut events) => match ev {
+                Some(ev) => {
+                    if let Some(ev) = translate(&state, ev) {
+                        state.apply(&ev);
+                    }
+                }
+                None => {
+                    tracing::warn!(task = %state.id, "docker event stream ended; re-subscribing");
+                    events = subscribe(&*rt, &state.id).await;
+                    resync(&*rt, &mut state).await;
+                }
+            },
+            cmd = commands.recv(), if commands_open => match cmd {
+                Some(Command::Stop { reason }) => state.request_stop(&reason, now_ms()),
+                Some(Command::Kill) => {
+                    state.request_stop("task killed", now_ms());
+                    for c in &state.containers {
+                        if let (Some(id), Status::Running) = (&c.docker_id, c.known) {
+                            let (rt, id) = (rt.clone(), id.clone());
+                            tokio::spawn(async move { rt.kill(&id).await });
+                        }
+                    }
+                }
+                None => commands_open = false,
+            },
+            () = sleep => {}
+        }
+    }
+    state
+}
+
+fn publish(
+    state: &TaskState,
+    published: &mut Option<TaskState>,
+    reports: &Reports,
+    snapshots: &watch::Sender<TaskState>,
+) {
+    if published.as_ref() == Some(state) {
+        return;
+    }
+    for r in report::changes(published.as_ref(), state, now_ms()) {
+        let _ = reports.send(r);
+    }
+    snapshots.send_replace(state.clone());
+    *published = Some(state.clone());
+}
+
+/// Subscribe to the task's Docker events, retrying with backoff while the engine is unreachable.
+async fn subscribe<R: Runtime>(rt: &R, task_id: &str) -> Option<BoxStream<'static, RuntimeEvent>> {
+    let mut delay = Duration::from_millis(100);
+    for attempt in 1..=8 {
+        match rt.events(task_id).await {
+            Ok(s) => return Some(s),
+            Err(e) => {
+                tracing::warn!(task = %task_id, attempt, error = %e, "cannot subscribe to docker events");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    None
+}
+
+async fn next_event(events: &mut Option<BoxStream<'static, RuntimeEvent>>) -> Option<RuntimeEvent> {
+    match events {
+        Some(s) => s.next().await,
+        // Without a stream (engine unreachable) results of effects still drive the task.
+        None => std::future::pending().await,
+    }
+}
+
+/// Raise known statuses from `inspect` after the event stream broke (never lowering them).
+async fn resync<R: Runtime>(rt: &R, state: &mut TaskState) {
+    for i in 0..state.containers.len() {
+        let c = &state.containers[i];
+        let Some(id) = c.docker_id.clone() else {
+            continue;
+        };
+        if c.known == Status::Stopped {
+            continue;
+        }
+        let ev = match rt.inspect(&id).await {
+            Ok(info) if info.running => info
+                .started_at
+                .map(|at| Event::Started { container: i, at }),
+            Ok(info) if info.exit_code.is_some() || info.finished_at.is_some() => {
+                Some(Event::Exited {
+                    container: i,
+                    exit_code: info.exit_code,
+                    started_at: info.started_at,
+                    at: info.finished_at.unwrap_or_else(now_ms),
+                })
+            }
+            Ok(_) => None,
+            Err(RuntimeError::NotFound(_)) => Some(Event::Vanished {
+                container: i,
+                at: now_ms(),
+                reason: "container removed from Docker behind berth's back".into(),
+            }),
+            Err(e) => {
+                tracing::warn!(task = %state.id, container = %state.containers[i].name, error = %e, "inspect failed during resync");
+                None
+            }
+        };
+        if let Some(ev) = ev {
+            state.apply(&ev);
+        }
+    }
+}
+
+/// Map a Docker event (by container id) to an engine event (by container index).
+fn translate(state: &TaskState, ev: RuntimeEvent) -> Option<Event> {
+    Some(match ev {
+        RuntimeEvent::Start { id, at } => Event::Started {
+            container: state.index_of_docker_id(&id)?,
+            at,
+        },
+        RuntimeEvent::Die { id, exit_code, at } => Event::Exited {
+            container: state.index_of_docker_id(&id)?,
+            exit_code,
+            started_at: None,
+            at,
+        },
+        RuntimeEvent::Health { id, health } => Event::Health {
+            container: state.index_of_docker_id(&id)?,
+            health,
+        },
+        RuntimeEvent::Destroy { id, at } => {
+            let i = state.index_of_docker_id(&id)?;
+            if state.containers[i].known == Status::Stopped {
+                return None;
+            }
+            Event::Vanished {
+                container: i,
+                at,
+                reason: "container removed from Docker behind berth's back".into(),
+            }
+        }
+    })
+}
+
+/// Create the task's scratch directories and Docker volumes. A volume that cannot be provided stops
+/// every container that mounts it (and so the task, if one of them is essential).
+async fn prepare_volumes<R: Runtime>(
+    rt: &R,
+    state: &mut TaskState,
+    config: &RunConfig,
+) -> Arc<Vec<(String, VolumePlan)>> {
+    let plans = spec::plan_volumes(state, &config.data_dir);
+    for (name, plan) in &plans {
+        let failure = match plan {
+            VolumePlan::HostPath(path) => {
+                let scratch = spec::scratch_dir(&config.data_dir, &state.id, name);
+                if *path == scratch {
+                    std::fs::create_dir_all(path)
+                        .err()
+                        .map(|e| format!("volume {name}: cannot create {}: {e}", path.display()))
+                } else {
+                    None
+                }
+            }
+            VolumePlan::TaskVolume(spec) => rt.ensure_volume(spec).await.err().map(|e| {
+                format!(
+                    "volume {name}: cannot create docker volume {}: {e}",
+                    spec.name
+                )
+            }),
+            VolumePlan::SharedVolume {
+                spec,
+                autoprovision,
+            } => match rt.volume_exists(&spec.name).await {
+                Ok(true) => None,
+                Ok(false) if *autoprovision => rt.ensure_volume(spec).await.err().map(|e| {
+                    format!(
+                        "volume {name}: cannot create docker volume {}: {e}",
+                        spec.name
+                    )
+                }),
+                Ok(false) => Some(format!(
+                    "volume {name}: shared docker volume {} does not exist and autoprovision is false",
+                    spec.name
+                )),
+                Err(e) => Some(format!("volume {name}: {e}")),
+            },
+            VolumePlan::Unsupported(why) => Some(why.clone()),
+        };
+        if let Some(message) = failure {
+            let now = now_ms();
+            for i in 0..state.containers.len() {
+                if state
+                    .def(i)
+                    .mount_points
+                    .iter()
+                    .any(|m| &m.source_volume == name)
+                {
+                    state.begin(
+                        &Action::MarkStopped {
+                            container: i,
+                            reason: Some(message.clone()),
+                            exit_code: None,
+                        },
+                        now,
+                    );
+                }
+            }
+        }
+    }
+    Arc::new(plans)
+}
+
+fn spawn_effect<R: Runtime>(
+    rt: &Arc<R>,
+    state: &TaskState,
+    volumes: &Arc<Vec<(String, VolumePlan)>>,
+    action: Action,
+    tx: mpsc::UnboundedSender<Event>,
+    reports: &Reports,
+) {
+    let rt = rt.clone();
+    match action {
+        Action::Pull(i) => {
+            let image = state.def(i).image.clone();
+            let reports = reports.clone();
+            let (task, container) = (state.id.clone(), state.containers[i].name.clone());
+            tokio::spawn(async move {
+                let pull_report = |phase, reason: Option<String>| Report::Pull {
+                    time: report::rfc3339(now_ms()),
+                    task: task.clone(),
+                    container: container.clone(),
+                    image: image.clone(),
+                    phase,
+                    reason,
+                };
+                let ev = match rt.image_present(&image).await {
+                    Ok(true) => {
+                        let _ = reports.send(pull_report(PullPhase::Cached, None));
+                        Event::Pulled {
+                            container: i,
+                            at: now_ms(),
+                        }
+                    }
+                    _ => {
+                        let _ = reports.send(pull_report(PullPhase::Started, None));
+                        match rt.pull(&image).await {
+                            Ok(()) => {
+                                let _ = reports.send(pull_report(PullPhase::Done, None));
+                                Event::Pulled {
+                                    container: i,
+                                    at: now_ms(),
+                                }
+                            }
+                            Err(e) => {
+                                let message = format!("CannotPullContainerError: {e}");
+                                let _ = reports
+                                    .send(pull_report(PullPhase::Failed, Some(message.clone())));
+                                Event::PullFailed {
+                                    container: i,
+                                    at: now_ms(),
+                                    message,
+                                }
+                            }
+                        }
+                    }
+                };
+                let _ = tx.send(ev);
+            });
+        }
+        Action::Create(i) => {
+            let spec = spec::container_spec(state, i, volumes);
+            tokio::spawn(async move {
+                let ev = match rt.create(&spec).await {
+                    Ok(docker_id) => Event::Created {
+                        container: i,
+                        docker_id,
+                        at: now_ms(),
+                    },
+                    Err(e) => Event::CreateFailed {
+                        container: i,
+                        at: now_ms(),
+                        message: format!("CannotCreateContainerError: {e}"),
+                    },
+                };
+                let _ = tx.send(ev);
+            });
+        }
+        Action::Start(i) => {
+            let id = state.containers[i].docker_id.clone().unwrap_or_default();
+            tokio::spawn(async move {
+                let ev = match rt.start(&id).await {
+                    Ok(()) => Event::Started {
+                        container: i,
+                        at: now_ms(),
+                    },
+                    Err(e) => Event::StartFailed {
+                        container: i,
+                        at: now_ms(),
+                        message: format!("CannotStartContainerError: {e}"),
+                    },
+                };
+                let _ = tx.send(ev);
+            });
+        }
+        Action::Stop {
+            container: i,
+            timeout_secs,
+        } => {
+            let id = state.containers[i].docker_id.clone().unwrap_or_default();
+            tokio::spawn(async move {
+                let ev = match rt.stop(&id, timeout_secs).await {
+                    Ok(()) => match rt.inspect(&id).await {
+                        Ok(info) => Event::Exited {
+                            container: i,
+                            exit_code: info.exit_code,
+                            started_at: info.started_at,
+                            at: info.finished_at.unwrap_or_else(now_ms),
+                        },
+                        Err(e) => Event::StopFailed {
+                            container: i,
+                            at: now_ms(),
+                            message: format!("inspect after stop: {e}"),
+                        },
+                    },
+                    Err(RuntimeError::NotFound(_)) => Event::Vanished {
+                        container: i,
+                        at: now_ms(),
+                        reason: "container removed from Docker behind berth's back".into(),
+                    },
+                    Err(e) => Event::StopFailed {
+                        container: i,
+                        at: now_ms(),
+                        message: e.to_string(),
+                    },
+                };
+                let _ = tx.send(ev);
+            });
+        }
+        Action::MarkStopped { .. } | Action::StopTask { .. } => {}
+    }
+}
+
+/// What task cleanup did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanupReport {
+    pub removed_containers: Vec<String>,
+    pub removed_volumes: Vec<String>,
+    /// Things that could not be removed, with the reason.
+    pub refused: Vec<String>,
+}
+
+/// Remove a stopped task's containers (with anonymous volumes) and task-scoped Docker volumes.
+/// The task directory is removed by the caller through `berth-fs` (the only code that deletes trees).
+pub async fn cleanup_docker<R: Runtime>(
+    rt: &R,
+    state: &TaskState,
+    data_dir: &std::path::Path,
+) -> CleanupReport {
+    let mut out = CleanupReport::default();
+    for c in &state.containers {
+        // Remove by id when known, else by the name decided before create (a create may have
+        // succeeded in Docker even though its answer was lost).
+        let target = c.docker_id.clone().unwrap_or_else(|| c.docker_name.clone());
+        match rt.remove(&target).await {
+            Ok(()) => out.removed_containers.push(c.docker_name.clone()),
+            Err(e) => out
+                .refused
+                .push(format!("container {}: {e}", c.docker_name)),
+        }
+    }
+    for (_, plan) in spec::plan_volumes(state, data_dir) {
+        if let VolumePlan::TaskVolume(v) = plan {
+            match rt.remove_volume(&v.name).await {
+                Ok(()) => out.removed_volumes.push(v.name),
+                Err(e) => out.refused.push(format!("volume {}: {e}", v.name)),
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,572 @@
+//! The pure decision core: given a task's state and the time, which containers to pull, create, start
+//! or stop now, which are terminally blocked (and why), and whether the task must stop.
+//!
+//! No I/O, no async, no clock: [`decide`] is a function of its arguments, so it is table-tested and
+//! property-tested in microseconds. [`TaskState::apply`] folds results and Docker events into the
+//! state; [`TaskState::step`] runs `decide` to a fixpoint, applying the bookkeeping actions itself and
+//! returning the Docker effects for the actor to perform.
+//!
+//! Rules (ECS semantics, see the reference `task-engine-semantics.md`):
+//! - A dependency gates the dependent's create and start. A `START` dependency only needs the
+//!   dependency *created* before the dependent is created (pipelining), and *running* before it starts;
+//!   `COMPLETE`, `SUCCESS` and `HEALTHY` must hold before the dependent is even created, because they
+//!   can still fail terminally.
+//! - A dependency that can never be met stops the dependent without running it (exit code 143, a
+//!   reason naming the dependency).
+//! - An essential container that stops (or will never run) stops the task.
+//! - Shutdown runs in reverse dependency order: a running container is stopped only once every
+//!   container that depends on it has stopped. Containers that never started are marked STOPPED with no
+//!   Docker call.
+
+use crate::state::{EXIT_CODE_NOT_RUN, Health, Millis, Op, Status, TaskState};
+use berth_model::Condition;
+
+/// Default seconds between SIGTERM and SIGKILL when a container sets no `stopTimeout` (ECS: 30 s).
+pub const DEFAULT_STOP_TIMEOUT_SECS: u32 = 30;
+
+/// The stop reason ECS gives a task whose essential container exited.
+pub const ESSENTIAL_EXITED: &str = "Essential container in task exited";
+
+/// What the engine should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Obtain the container's image (Docker effect).
+    Pull(usize),
+    /// Create the container (Docker effect).
+    Create(usize),
+    /// Start the container (Docker effect).
+    Start(usize),
+    /// Stop the running container, SIGKILL after `timeout_secs` (Docker effect).
+    Stop { container: usize, timeout_secs: u32 },
+    /// Mark the container STOPPED without any Docker call (it never ran, or never will).
+    MarkStopped {
+        container: usize,
+        reason: Option<String>,
+        exit_code: Option<i64>,
+    },
+    /// The task's desired status becomes STOPPED.
+    StopTask { reason: String },
+}
+
+impl Action {
+    /// True for actions that need Docker (the actor performs them); false for bookkeeping.
+    pub fn is_effect(&self) -> bool {
+        matches!(
+            self,
+            Action::Pull(_) | Action::Create(_) | Action::Start(_) | Action::Stop { .. }
+        )
+    }
+}
+
+/// The outcome of [`decide`]: actions to take now, and when to look again if nothing happens before.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    pub actions: Vec<Action>,
+    /// The earliest time at which a timer (a dependency's `startTimeout`) changes the decision.
+    pub wake_at: Option<Millis>,
+}
+
+/// Engine options that change decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Options {
+    /// Pull every image at task start instead of once the container's dependencies allow its creation.
+    pub pull_upfront: bool,
+}
+
+/// Where a dependency stands for one dependent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Dep {
+    Met,
+    Waiting,
+    /// Can never be met; the message says why.
+    Never(String),
+}
+
+/// Evaluate `condition` on dependency `d`; also returns the time at which its `startTimeout` expires.
+fn dependency(
+    state: &TaskState,
+    d: usize,
+    condition: Condition,
+    now: Millis,
+) -> (Dep, Option<Millis>) {
+    let c = &state.containers[d];
+    let name = &c.name;
+    let stopped = c.known == Status::Stopped;
+    let met_or_never = match condition {
+        Condition::Start => {
+            if c.ran() || c.known >= Status::Running && !stopped {
+                Dep::Met
+            } else if stopped {
+                Dep::Never(format!("dependency {name} stopped before it started"))
+            } else {
+                Dep::Waiting
+            }
+        }
+        Condition::Complete => {
+            if stopped && c.ran() {
+                Dep::Met
+            } else if stopped {
+                Dep::Never(format!("dependency {name} stopped before it ran"))
+            } else {
+                Dep::Waiting
+            }
+        }
+        Condition::Success => match (stopped, c.ran(), c.exit_code) {
+            (true, true, Some(0)) => Dep::Met,
+            (true, true, Some(code)) => Dep::Never(format!(
+                "dependency {name} exited with code {code}; condition SUCCESS needs exit code 0"
+            )),
+            (true, _, _) => Dep::Never(format!("dependency {name} stopped before it ran")),
+            (false, _, _) => Dep::Waiting,
+        },
+        Condition::Healthy => match c.health {
+            Health::Healthy if !stopped => Dep::Met,
+            Health::Unhealthy => Dep::Never(format!(
+                "dependency {name} reported unhealthy; condition HEALTHY cannot be met"
+            )),
+            _ if stopped => Dep::Never(format!(
+                "dependency {name} stopped before it became healthy"
+            )),
+            _ => Dep::Waiting,
+        },
+    };
+    if met_or_never != Dep::Waiting || condition == Condition::Start {
+        return (met_or_never, None);
+    }
+    // startTimeout: counted from the dependency's start, for the conditions that can take long.
+    match (state.def(d).start_timeout, c.started_at) {
+        (Some(secs), Some(started)) => {
+            let deadline = started + i64::from(secs) * 1000;
+            if now >= deadline {
+                (
+                    Dep::Never(format!(
+                        "dependency {name} did not reach {} within its startTimeout of {secs}s",
+                        condition.as_str()
+                    )),
+                    None,
+                )
+            } else {
+                (Dep::Waiting, Some(deadline))
+            }
+        }
+        _ => (Dep::Waiting, None),
+    }
+}
+
+/// Which steps container `i`'s dependencies allow, or why it can never run.
+struct Gates {
+    never: Option<String>,
+    create: bool,
+    start: bool,
+}
+
+fn gates(state: &TaskState, i: usize, now: Millis, wake_at: &mut Option<Millis>) -> Gates {
+    let mut g = Gates {
+        never: None,
+        create: true,
+        start: true,
+    };
+    for dep in &state.def(i).depends_on {
+        let Some(d) = state.index_of(&dep.container_name) else {
+            // Validation rejects unknown names; a hand-built state that has one can never start.
+            g.never = Some(format!(
+                "dependency {} is not in the task",
+                dep.container_name
+            ));
+            return g;
+        };
+        let (status, deadline) = dependency(state, d, dep.condition, now);
+        if let Some(t) = deadline {
+            *wake_at = Some(wake_at.map_or(t, |w: Millis| w.min(t)));
+        }
+        match status {
+            Dep::Never(why) => {
+                g.never = Some(why);
+                return g;
+            }
+            Dep::Met => {}
+            Dep::Waiting => {
+                g.start = false;
+                let dc = &state.containers[d];
+                let pipelined = dep.condition == Condition::Start
+                    && dc.known >= Status::Created
+                    && dc.docker_id.is_some();
+                if !pipelined {
+                    g.create = false;
+                }
+            }
+        }
+    }
+    // volumesFrom needs the source container to exist before this one is created.
+    for vf in &state.def(i).volumes_from {
+        let Some(s) = state.index_of(&vf.source_container) else {
+            g.never = Some(format!(
+                "volumesFrom source {} is not in the task",
+                vf.source_container
+            ));
+            return g;
+        };
+        let sc = &state.containers[s];
+        if sc.docker_id.is_none() {
+            if sc.known == Status::Stopped {
+                g.never = Some(format!("volumesFrom source {} was never created", sc.name));
+                return g;
+            }
+            g.create = false;
+            g.start = false;
+        }
+    }
+    g
+}
+
+/// True when every container that depends on `i` (by `dependsOn` or `volumesFrom`) has stopped.
+fn dependents_stopped(state: &TaskState, i: usize) -> bool {
+    let name = &state.containers[i].name;
+    state
+        .definition
+        .container_definitions
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .filter(|(_, d)| {
+            d.depends_on.iter().any(|dep| &dep.container_name == name)
+                || d.volumes_from.iter().any(|v| &v.source_container == name)
+        })
+        .all(|(j, _)| state.containers[j].known == Status::Stopped)
+}
+
+/// Decide what to do now. Pure: the same arguments give the same answer.
+pub fn decide(state: &TaskState, opts: Options, now: Millis) -> Decision {
+    let mut out = Decision::default();
+
+    // 1. Does the task have to stop? The first essential container that stops (or is told to) ends it.
+    let task_stopping = state.desired == Status::Stopped;
+    if !task_stopping {
+        let culprit = state.containers.iter().enumerate().find(|(i, c)| {
+            state.def(*i).essential && (c.known == Status::Stopped || c.desired == Status::Stopped)
+        });
+        if let Some((_, c)) = culprit {
+            let reason = if c.ran() {
+                ESSENTIAL_EXITED.to_string()
+            } else {
+                match &c.reason {
+                    Some(r) => r.clone(),
+                    None => format!("essential container {} stopped before it ran", c.name),
+                }
+            };
+            out.actions.push(Action::StopTask { reason });
+            // Everything else is decided once the stop has been applied.
+            return out;
+        }
+    }
+
+    for (i, c) in state.containers.iter().enumerate() {
+        if c.known == Status::Stopped || c.in_flight.is_some() {
+            continue;
+        }
+        if c.desired == Status::Stopped {
+            // 2. Shutdown: never-started containers need no Docker call; running ones stop in
+            //    reverse dependency order.
+            if c.known < Status::Running {
+                out.actions.push(Action::MarkStopped {
+                    container: i,
+                    reason: c.reason.clone().or_else(|| {
+                        Some(if task_stopping {
+                            "task stopped before the container started".to_string()
+                        } else {
+                            "stopped before it started".to_string()
+                        })
+                    }),
+                    exit_code: None,
+                });
+            } else if !c.stop_sent && dependents_stopped(state, i) {
+                out.actions.push(Action::Stop {
+                    container: i,
+                    timeout_secs: state
+                        .def(i)
+                        .stop_timeout
+                        .unwrap_or(DEFAULT_STOP_TIMEOUT_SECS),
+                });
+            }
+            continue;
+        }
+        if c.known >= Status::Running {
+            continue;
+        }
+        // 3. Bring the container up as far as its dependencies allow.
+        let g = gates(state, i, now, &mut out.wake_at);
+        if let Some(why) = g.never {
+            out.actions.push(Action::MarkStopped {
+                container: i,
+                reason: Some(why),
+                exit_code: Some(EXIT_CODE_NOT_RUN),
+            });
+            continue;
+        }
+        match c.known {
+            Status::None if g.create || opts.pull_upfront => out.actions.push(Action::Pull(i)),
+            Status::Pulled if g.create => out.actions.push(Action::Create(i)),
+            Status::Created if g.start => out.actions.push(Action::Start(i)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Something that happened to a container: an effect's result or a Docker event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The image is available (pulled, or found in the cache where the pull behaviour allows it).
+    Pulled {
+        container: usize,
+        at: Millis,
+    },
+    /// No image can be had; `message` is the stop reason (`CannotPullContainerError: ...`).
+    PullFailed {
+        container: usize,
+        at: Millis,
+        message: String,
+    },
+    Created {
+        container: usize,
+        docker_id: String,
+        at: Millis,
+    },
+    CreateFailed {
+        container: usize,
+        at: Millis,
+        message: String,
+    },
+    Started {
+        container: usize,
+        at: Millis,
+    },
+    StartFailed {
+        container: usize,
+        at: Millis,
+        message: String,
+    },
+    Health {
+        container: usize,
+        health: Health,
+    },
+    /// The container's process ended (Docker `die` event, or the result of a stop).
+    Exited {
+        container: usize,
+        exit_code: Option<i64>,
+        started_at: Option<Millis>,
+        at: Millis,
+    },
+    /// Stopping failed even after the runtime's retries; the container is considered stopped.
+    StopFailed {
+        container: usize,
+        at: Millis,
+        message: String,
+    },
+    /// The container disappeared from Docker.
+    Vanished {
+        container: usize,
+        at: Millis,
+        reason: String,
+    },
+}
+
+impl TaskState {
+    /// Fold one event into the state. Statuses only move forward; events about a step that is
+    /// already behind the container are ignored.
+    pub fn apply(&mut self, event: &Event) {
+        match event {
+            Event::Pulled { container, at } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Pull);
+                c.pull_stopped_at = Some(*at);
+                c.raise_known(Status::Pulled);
+            }
+            Event::PullFailed {
+                container,
+                at,
+                message,
+            } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Pull);
+                c.pull_stopped_at = Some(*at);
+                self.fail(*container, *at, message);
+            }
+            Event::Created {
+                container,
+                docker_id,
+                at,
+            } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Create);
+                c.docker_id = Some(docker_id.clone());
+                c.created_at.get_or_insert(*at);
+                c.raise_known(Status::Created);
+            }
+            Event::CreateFailed {
+                container,
+                at,
+                message,
+            } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Create);
+                self.fail(*container, *at, message);
+            }
+            Event::Started { container, at } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Start);
+                if c.known < Status::Stopped {
+                    c.started_at.get_or_insert(*at);
+                }
+                c.raise_known(Status::Running);
+            }
+            Event::StartFailed {
+                container,
+                at,
+                message,
+            } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Start);
+                if c.known < Status::Running {
+                    self.fail(*container, *at, message);
+                }
+            }
+            Event::Health { container, health } => {
+                let c = &mut self.containers[*container];
+                if c.known < Status::Stopped {
+                    c.health = *health;
+                }
+            }
+            Event::Exited {
+                container,
+                exit_code,
+                started_at,
+                at,
+            } => {
+                let c = &mut self.containers[*container];
+                if c.in_flight == Some(Op::Stop) {
+                    c.in_flight = None;
+                }
+                if c.known < Status::Stopped {
+                    c.started_at = c.started_at.or(*started_at).or(Some(*at));
+                    c.exit_code = *exit_code;
+                    c.finished_at = Some(*at);
+                    c.raise_known(Status::Stopped);
+                    c.raise_desired(Status::Stopped);
+                    self.note_essential_stop(*container, *at);
+                }
+            }
+            Event::StopFailed {
+                container,
+                at,
+                message,
+            } => {
+                let c = &mut self.containers[*container];
+                if c.in_flight == Some(Op::Stop) {
+                    c.in_flight = None;
+                }
+                if c.known < Status::Stopped {
+                    c.reason
+                        .get_or_insert_with(|| format!("stop failed: {message}"));
+                    c.finished_at = Some(*at);
+                    c.raise_known(Status::Stopped);
+                    self.note_essential_stop(*container, *at);
+                }
+            }
+            Event::Vanished {
+                container,
+                at,
+                reason,
+            } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = None;
+                if c.known < Status::Stopped {
+                    c.reason.get_or_insert_with(|| reason.clone());
+                    c.finished_at = Some(*at);
+                    c.raise_known(Status::Stopped);
+                    c.raise_desired(Status::Stopped);
+                    self.note_essential_stop(*container, *at);
+                }
+            }
+        }
+    }
+
+    /// A step failed terminally: the container will never run.
+    fn fail(&mut self, i: usize, at: Millis, message: &str) {
+        let c = &mut self.containers[i];
+        if c.known < Status::Stopped {
+            c.reason.get_or_insert_with(|| message.to_string());
+            c.finished_at = Some(at);
+            c.raise_desired(Status::Stopped);
+            c.raise_known(Status::Stopped);
+            self.note_essential_stop(i, at);
+        }
+    }
+
+    fn note_essential_stop(&mut self, i: usize, at: Millis) {
+        if self.def(i).essential && self.execution_stopped_at.is_none() {
+            self.execution_stopped_at = Some(at);
+        }
+    }
+
+    /// Apply one bookkeeping action, or mark one effect as in flight.
+    pub fn begin(&mut self, action: &Action, now: Millis) {
+        match action {
+            Action::Pull(i) => {
+                let c = &mut self.containers[*i];
+                c.in_flight = Some(Op::Pull);
+                c.pull_started_at.get_or_insert(now);
+            }
+            Action::Create(i) => self.containers[*i].in_flight = Some(Op::Create),
+            Action::Start(i) => self.containers[*i].in_flight = Some(Op::Start),
+            Action::Stop { container, .. } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = Some(Op::Stop);
+                c.stop_sent = true;
+            }
+            Action::MarkStopped {
+                container,
+                reason,
+                exit_code,
+            } => {
+                let c = &mut self.containers[*container];
+                if c.known < Status::Stopped {
+                    if let Some(r) = reason {
+                        c.reason.get_or_insert_with(|| r.clone());
+                    }
+                    if c.exit_code.is_none() {
+                        c.exit_code = *exit_code;
+                    }
+                    c.finished_at.get_or_insert(now);
+                    c.raise_desired(Status::Stopped);
+                    c.raise_known(Status::Stopped);
+                    self.note_essential_stop(*container, now);
+                }
+            }
+            Action::StopTask { reason } => self.request_stop(reason, now),
+        }
+    }
+
+    /// Run [`decide`] to a fixpoint: apply bookkeeping actions here, mark effects in flight, and
+    /// return the effects (to perform) and the next timer.
+    pub fn step(&mut self, opts: Options, now: Millis) -> (Vec<Action>, Option<Millis>) {
+        let mut effects = Vec::new();
+        // Each round either applies a bookkeeping action (which moves a status forward, bounded by
+        // the number of containers times statuses) or returns; the bound is a safety net only.
+        for _ in 0..(self.containers.len() * 8 + 8) {
+            let decision = decide(self, opts, now);
+            let mut bookkeeping = false;
+            for action in &decision.actions {
+                bookkeeping |= !action.is_effect();
+                self.begin(action, now);
+                if action.is_effect() {
+                    effects.push(action.clone());
+                }
+            }
+            if !bookkeeping {
+                return (effects, decision.wake_at);
+            }
+        }
+        (effects, None)
+    }
+}

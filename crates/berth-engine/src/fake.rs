@@ -1,0 +1,313 @@
+//! An in-memory [`Runtime`] for engine tests: records every call, can be told to fail, and plays each
+//! container's life from a script (exit code after start, health, ignoring SIGTERM).
+//!
+//! It follows the real runtime's contract (idempotent remove, stop of a stopped container succeeds,
+//! events for start/die/health/destroy), so scenarios on it mean something; end-to-end behaviour is
+//! still proven against the real Docker Engine in the binary crate's tests.
+
+use crate::runtime::{ContainerInfo, Runtime, RuntimeError, RuntimeEvent};
+use crate::spec::{ContainerSpec, LABEL_CONTAINER, LABEL_TASK, VolumeSpec};
+use crate::state::Health;
+use futures_util::stream::BoxStream;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::mpsc;
+
+/// How a fake container behaves once started (keyed by its definition name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Script {
+    /// Exit with this code right after starting; None = run until stopped.
+    pub exit_code: Option<i64>,
+    /// Report healthy right after starting.
+    pub healthy: bool,
+    /// Report unhealthy right after starting.
+    pub unhealthy: bool,
+    /// Fail `create` with this message.
+    pub create_error: Option<String>,
+    /// Fail `start` with this message.
+    pub start_error: Option<String>,
+}
+
+#[derive(Debug)]
+struct FakeContainer {
+    spec: ContainerSpec,
+    running: bool,
+    exit_code: Option<i64>,
+}
+
+#[derive(Default)]
+struct Inner {
+    images: BTreeSet<String>,
+    pullable: BTreeSet<String>,
+    scripts: HashMap<String, Script>,
+    containers: BTreeMap<String, FakeContainer>,
+    volumes: BTreeSet<String>,
+    subscribers: Vec<(String, mpsc::UnboundedSender<RuntimeEvent>)>,
+    calls: Vec<String>,
+    clock: i64,
+    next_id: u64,
+}
+
+/// The fake runtime. Cheap to clone (shared state).
+#[derive(Clone, Default)]
+pub struct FakeRuntime {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl FakeRuntime {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding this lock only happens in a failing test; keep going with the data.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Make an image present locally.
+    pub fn add_image(&self, image: &str) {
+        self.lock().images.insert(image.to_string());
+    }
+
+    /// Make an image pullable from a registry.
+    pub fn add_remote(&self, image: &str) {
+        self.lock().pullable.insert(image.to_string());
+    }
+
+    pub fn script(&self, container: &str, script: Script) {
+        self.lock().scripts.insert(container.to_string(), script);
+    }
+
+    /// Every call made, in order, as `verb container-name` strings.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    pub fn container_count(&self) -> usize {
+        self.lock().containers.len()
+    }
+
+    fn emit(inner: &mut Inner, task: &str, ev: RuntimeEvent) {
+        inner
+            .subscribers
+            .retain(|(t, tx)| t != task || tx.send(ev.clone()).is_ok());
+    }
+
+    fn tick(inner: &mut Inner) -> i64 {
+        inner.clock += 1;
+        inner.clock
+    }
+}
+
+fn name_of(inner: &Inner, id: &str) -> Result<(String, String, String), RuntimeError> {
+    let c = inner
+        .containers
+        .get(id)
+        .ok_or_else(|| RuntimeError::NotFound(format!("no such container: {id}")))?;
+    Ok((
+        c.spec.name.clone(),
+        c.spec.labels.get(LABEL_TASK).cloned().unwrap_or_default(),
+        c.spec
+            .labels
+            .get(LABEL_CONTAINER)
+            .cloned()
+            .unwrap_or_default(),
+    ))
+}
+
+impl Runtime for FakeRuntime {
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
+        Ok(self.lock().images.contains(image))
+    }
+
+    async fn pull(&self, image: &str) -> Result<(), RuntimeError> {
+        let mut inner = self.lock();
+        inner.calls.push(format!("pull {image}"));
+        if inner.pullable.contains(image) {
+            inner.images.insert(image.to_string());
+            Ok(())
+        } else {
+            Err(RuntimeError::PullFailed {
+                image: image.to_string(),
+                message: format!("manifest for {image} not found: manifest unknown"),
+                retriable: false,
+            })
+        }
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
+        let mut inner = self.lock();
+        inner.calls.push(format!("create {}", spec.name));
+        let def_name = spec
+            .labels
+            .get(LABEL_CONTAINER)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(msg) = inner
+            .scripts
+            .get(&def_name)
+            .and_then(|s| s.create_error.clone())
+        {
+            return Err(RuntimeError::Other(msg));
+        }
+        if !inner.images.contains(&spec.image) {
+            return Err(RuntimeError::NotFound(format!(
+                "no such image: {}",
+                spec.image
+            )));
+        }
+        if inner.containers.values().any(|c| c.spec.name == spec.name) {
+            return Err(RuntimeError::Conflict(format!("name {} in use", spec.name)));
+        }
+        inner.next_id += 1;
+        let id = format!("fake{:060}", inner.next_id);
+        inner.containers.insert(
+            id.clone(),
+            FakeContainer {
+                spec: spec.clone(),
+                running: false,
+                exit_code: None,
+            },
+        );
+        Ok(id)
+    }
+
+    async fn start(&self, id: &str) -> Result<(), RuntimeError> {
+        let mut inner = self.lock();
+        let (name, task, def_name) = name_of(&inner, id)?;
+        inner.calls.push(format!("start {name}"));
+        let script = inner.scripts.get(&def_name).cloned().unwrap_or_default();
+        if let Some(msg) = script.start_error {
+            return Err(RuntimeError::Other(msg));
+        }
+        if let Some(c) = inner.containers.get_mut(id) {
+            c.running = true;
+        }
+        let at = Self::tick(&mut inner);
+        Self::emit(&mut inner, &task, RuntimeEvent::Start { id: id.into(), at });
+        if script.healthy || script.unhealthy {
+            let health = if script.healthy {
+                Health::Healthy
+            } else {
+                Health::Unhealthy
+            };
+            Self::emit(
+                &mut inner,
+                &task,
+                RuntimeEvent::Health {
+                    id: id.into(),
+                    health,
+                },
+            );
+        }
+        if let Some(code) = script.exit_code {
+            if let Some(c) = inner.containers.get_mut(id) {
+                c.running = false;
+                c.exit_code = Some(code);
+            }
+            let at = Self::tick(&mut inner);
+            Self::emit(
+                &mut inner,
+                &task,
+                RuntimeEvent::Die {
+                    id: id.into(),
+                    exit_code: Some(code),
+                    at,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    async fn stop(&self, id: &str, _timeout_secs: u32) -> Result<(), RuntimeError> {
+        let mut inner = self.lock();
+        let (name, task, _) = name_of(&inner, id)?;
+        inner.calls.push(format!("stop {name}"));
+        let was_running = inner.containers.get(id).is_some_and(|c| c.running);
+        if was_running {
+            if let Some(c) = inner.containers.get_mut(id) {
+                c.running = false;
+                c.exit_code = Some(143);
+            }
+            let at = Self::tick(&mut inner);
+            Self::emit(
+                &mut inner,
+                &task,
+                RuntimeEvent::Die {
+                    id: id.into(),
+                    exit_code: Some(143),
+                    at,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    async fn kill(&self, id: &str) -> Result<(), RuntimeError> {
+        self.stop(id, 0).await
+    }
+
+    async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
+        let mut inner = self.lock();
+        let at = Self::tick(&mut inner);
+        let c = inner
+            .containers
+            .get(id)
+            .ok_or_else(|| RuntimeError::NotFound(format!("no such container: {id}")))?;
+        Ok(ContainerInfo {
+            id: id.to_string(),
+            name: c.spec.name.clone(),
+            running: c.running,
+            exit_code: c.exit_code,
+            started_at: None,
+            finished_at: c.exit_code.map(|_| at),
+            health: None,
+            labels: c.spec.labels.clone(),
+        })
+    }
+
+    async fn remove(&self, id: &str) -> Result<(), RuntimeError> {
+        let mut inner = self.lock();
+        inner.calls.push(format!("remove {id}"));
+        let key = inner
+            .containers
+            .iter()
+            .find(|(k, c)| k.as_str() == id || c.spec.name == id)
+            .map(|(k, _)| k.clone());
+        if let Some(k) = key {
+            inner.containers.remove(&k);
+        }
+        Ok(())
+    }
+
+    async fn ensure_volume(&self, spec: &VolumeSpec) -> Result<bool, RuntimeError> {
+        let mut inner = self.lock();
+        inner.calls.push(format!("volume-create {}", spec.name));
+        Ok(inner.volumes.insert(spec.name.clone()))
+    }
+
+    async fn volume_exists(&self, name: &str) -> Result<bool, RuntimeError> {
+        Ok(self.lock().volumes.contains(name))
+    }
+
+    async fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
+        let mut inner = self.lock();
+        inner.calls.push(format!("volume-remove {name}"));
+        inner.volumes.remove(name);
+        Ok(())
+    }
+
+    async fn events(
+        &self,
+        task_id: &str,
+    ) -> Result<BoxStream<'static, RuntimeEvent>, RuntimeError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().subscribers.push((task_id.to_string(), tx));
+        let stream =
+            futures_util::stream::unfold(
+                rx,
+                |mut rx| async move { rx.recv().await.map(|ev| (ev, rx)) },
+            );
+        Ok(Box::pin(stream))
+    }
+}

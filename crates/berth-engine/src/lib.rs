@@ -1,0 +1,19 @@
+//! berth-engine: runs tasks. A pure decision core ([`decide`]) over plain task state ([`state`]),
+//! the per-task actor that performs its effects ([`actor`]) through the [`runtime::Runtime`] trait,
+//! create specs ([`spec`]) and the reports people and tools read ([`report`]).
+//!
+//! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never deletes
+//! directory trees (`berth-fs` does).
+
+pub mod actor;
+pub mod decide;
+pub mod fake;
+pub mod report;
+pub mod runtime;
+pub mod spec;
+pub mod state;
+
+pub use actor::{CleanupReport, Command, RunConfig, cleanup_docker, run_task};
+pub use decide::{Action, Decision, Event, Options, decide};
+pub use runtime::{ContainerInfo, Runtime, RuntimeError, RuntimeEvent};
+pub use state::{ContainerState, Health, Millis, Status, TaskState, new_task_id};

@@ -1,0 +1,116 @@
+//! The runtime seam: everything the engine asks of a container engine, as a trait.
+//!
+//! `berth-docker` implements it over the Docker Engine API; [`crate::fake::FakeRuntime`] implements it
+//! in memory for engine tests. Errors are a small enum so the engine can decide by kind, never by
+//! parsing text; messages keep Docker's own words for people.
+
+use crate::spec::{ContainerSpec, VolumeSpec};
+use crate::state::{Health, Millis};
+use futures_util::stream::BoxStream;
+use std::future::Future;
+
+/// What went wrong in the runtime, by kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuntimeError {
+    /// The container, image or volume does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A name is taken, or the object is in the wrong state for the request.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The image could not be pulled; `message` is Docker's.
+    #[error("{message}")]
+    PullFailed {
+        image: String,
+        message: String,
+        /// False when retrying cannot help (missing repository or tag, authentication).
+        retriable: bool,
+    },
+    /// The engine did not answer in time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// The engine cannot be reached.
+    #[error("docker engine unavailable: {0}")]
+    Unavailable(String),
+    /// Any other error the engine reported (its message, unchanged).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What `inspect` tells the engine about a container.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerInfo {
+    pub id: String,
+    pub name: String,
+    pub running: bool,
+    /// Set once the container has exited.
+    pub exit_code: Option<i64>,
+    pub started_at: Option<Millis>,
+    pub finished_at: Option<Millis>,
+    pub health: Option<Health>,
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// A container event from the engine's event stream, already filtered to one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeEvent {
+    Start {
+        id: String,
+        at: Millis,
+    },
+    Die {
+        id: String,
+        exit_code: Option<i64>,
+        at: Millis,
+    },
+    Health {
+        id: String,
+        health: Health,
+    },
+    Destroy {
+        id: String,
+        at: Millis,
+    },
+}
+
+/// The container engine, as the task engine sees it. Every method is idempotent where the engine
+/// allows it (removing a missing container succeeds, stopping a stopped one succeeds).
+pub trait Runtime: Send + Sync + 'static {
+    /// Whether the image is present locally.
+    fn image_present(&self, image: &str)
+    -> impl Future<Output = Result<bool, RuntimeError>> + Send;
+    /// Pull the image (merging concurrent pulls of one image is the implementation's job).
+    fn pull(&self, image: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Create a container; returns its id.
+    fn create(
+        &self,
+        spec: &ContainerSpec,
+    ) -> impl Future<Output = Result<String, RuntimeError>> + Send;
+    fn start(&self, id: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Stop with SIGTERM, then SIGKILL after `timeout_secs`; returns once the container has exited.
+    fn stop(
+        &self,
+        id: &str,
+        timeout_secs: u32,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// SIGKILL now.
+    fn kill(&self, id: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    fn inspect(&self, id: &str)
+    -> impl Future<Output = Result<ContainerInfo, RuntimeError>> + Send;
+    /// Remove a container and its anonymous volumes, forcibly. A missing container is success.
+    fn remove(&self, id: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Create a volume unless it exists; returns true when it was created now.
+    fn ensure_volume(
+        &self,
+        spec: &VolumeSpec,
+    ) -> impl Future<Output = Result<bool, RuntimeError>> + Send;
+    fn volume_exists(&self, name: &str) -> impl Future<Output = Result<bool, RuntimeError>> + Send;
+    /// Remove a volume. A missing volume is success.
+    fn remove_volume(&self, name: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Subscribe to container events of one task (label `berth.task=<task_id>`). The stream ends
+    /// when the connection breaks; the caller re-subscribes and re-syncs.
+    fn events(
+        &self,
+        task_id: &str,
+    ) -> impl Future<Output = Result<BoxStream<'static, RuntimeEvent>, RuntimeError>> + Send;
+}

@@ -1,0 +1,304 @@
+//! Turning a container definition into the engine-neutral [`ContainerSpec`] the runtime creates.
+//!
+//! Pure: names, labels, mounts, limits, health check units (ECS seconds → nanoseconds) are all decided
+//! here, so they are unit-tested without Docker. The runtime only translates field by field.
+
+use crate::state::TaskState;
+use berth_model::{NetworkMode, VolumeKind, VolumeScope};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const LABEL_TASK: &str = "berth.task";
+pub const LABEL_CONTAINER: &str = "berth.container";
+pub const LABEL_FAMILY: &str = "berth.family";
+pub const LABEL_REVISION: &str = "berth.revision";
+/// Marks task-scoped Docker volumes berth created (value: the task id).
+pub const LABEL_VOLUME_TASK: &str = "berth.task";
+
+const NANOS_PER_SEC: i64 = 1_000_000_000;
+
+/// A Docker health check, durations in nanoseconds as the Engine API takes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSpec {
+    /// `["CMD-SHELL", cmd]` or `["CMD", prog, args...]`.
+    pub test: Vec<String>,
+    pub interval_ns: i64,
+    pub timeout_ns: i64,
+    pub retries: i64,
+    pub start_period_ns: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub container_port: u16,
+    pub protocol: &'static str,
+    /// None = an ephemeral port chosen by Docker.
+    pub host_port: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UlimitSpec {
+    pub name: String,
+    pub soft: i64,
+    pub hard: i64,
+}
+
+/// Everything needed to create one container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSpec {
+    pub name: String,
+    pub image: String,
+    pub cmd: Option<Vec<String>>,
+    pub entrypoint: Option<Vec<String>>,
+    /// `NAME=value`, in definition order.
+    pub env: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+    pub hostname: Option<String>,
+    /// Bind mounts of host paths and Docker volume mounts. Explicit mounts rather than `-v` bind
+    /// strings: a missing host path is an error at create (Docker's legacy binds would silently
+    /// create it as root), and paths containing `:` need no escaping.
+    pub mounts: Vec<MountSpec>,
+    /// Docker names of containers to take volumes from, with `:ro` where read-only.
+    pub volumes_from: Vec<String>,
+    pub ports: Vec<PortSpec>,
+    pub network_mode: String,
+    pub cpu_shares: Option<i64>,
+    pub memory_bytes: Option<i64>,
+    pub memory_reservation_bytes: Option<i64>,
+    pub readonly_rootfs: bool,
+    pub privileged: bool,
+    pub ulimits: Vec<UlimitSpec>,
+    pub log_driver: Option<String>,
+    pub log_options: BTreeMap<String, String>,
+    pub health: Option<HealthSpec>,
+    pub stop_timeout_secs: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountKind {
+    /// A host path.
+    Bind,
+    /// A Docker volume, by name.
+    Volume,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountSpec {
+    pub kind: MountKind,
+    pub source: String,
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// A Docker volume to create for a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeSpec {
+    pub name: String,
+    pub driver: String,
+    pub driver_opts: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// How a task volume is provided to containers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumePlan {
+    /// A host directory (given, or the task's scratch directory).
+    HostPath(PathBuf),
+    /// A Docker volume to create for this task and remove at cleanup.
+    TaskVolume(VolumeSpec),
+    /// A shared Docker volume: used if it exists, created only when `autoprovision` is true.
+    SharedVolume {
+        spec: VolumeSpec,
+        autoprovision: bool,
+    },
+    /// Cannot be provided (the message says why).
+    Unsupported(String),
+}
+
+impl VolumePlan {
+    /// The mount source: a host path or a Docker volume name.
+    fn source(&self) -> Option<(MountKind, String)> {
+        match self {
+            VolumePlan::HostPath(p) => Some((MountKind::Bind, p.display().to_string())),
+            VolumePlan::TaskVolume(s) => Some((MountKind::Volume, s.name.clone())),
+            VolumePlan::SharedVolume { spec, .. } => Some((MountKind::Volume, spec.name.clone())),
+            VolumePlan::Unsupported(_) => None,
+        }
+    }
+}
+
+/// The task's directory: `<data-dir>/tasks/<task-id>`.
+pub fn task_dir(data_dir: &Path, task_id: &str) -> PathBuf {
+    data_dir.join("tasks").join(task_id)
+}
+
+/// The directory behind a scratch volume: `<data-dir>/tasks/<task-id>/volumes/<name>`.
+pub fn scratch_dir(data_dir: &Path, task_id: &str, volume: &str) -> PathBuf {
+    task_dir(data_dir, task_id).join("volumes").join(volume)
+}
+
+/// The Docker name of a task-scoped volume: `berth-<first 12 of task id>-<volume>`.
+pub fn task_volume_name(task_id: &str, volume: &str) -> String {
+    let short: String = task_id.chars().take(12).collect();
+    format!("berth-{short}-{volume}")
+}
+
+/// Decide how each of the task's volumes is provided, in definition order.
+pub fn plan_volumes(state: &TaskState, data_dir: &Path) -> Vec<(String, VolumePlan)> {
+    state
+        .definition
+        .volumes
+        .iter()
+        .map(|v| {
+            let plan = match &v.kind {
+                VolumeKind::Host { source_path } => {
+                    VolumePlan::HostPath(PathBuf::from(source_path))
+                }
+                VolumeKind::Scratch => {
+                    VolumePlan::HostPath(scratch_dir(data_dir, &state.id, &v.name))
+                }
+                VolumeKind::Docker(cfg) => {
+                    let mut labels = cfg.labels.clone();
+                    let name = match cfg.scope {
+                        VolumeScope::Task => {
+                            labels.insert(LABEL_VOLUME_TASK.to_string(), state.id.clone());
+                            task_volume_name(&state.id, &v.name)
+                        }
+                        VolumeScope::Shared => v.name.clone(),
+                    };
+                    let spec = VolumeSpec {
+                        name,
+                        driver: cfg.driver.clone(),
+                        driver_opts: cfg.driver_opts.clone(),
+                        labels,
+                    };
+                    match cfg.scope {
+                        VolumeScope::Task => VolumePlan::TaskVolume(spec),
+                        VolumeScope::Shared => VolumePlan::SharedVolume {
+                            spec,
+                            autoprovision: cfg.autoprovision,
+                        },
+                    }
+                }
+                VolumeKind::Efs(_) => VolumePlan::Unsupported(format!(
+                    "volume {}: efsVolumeConfiguration needs berth's volume plugin, which this \
+                     version cannot use yet",
+                    v.name
+                )),
+            };
+            (v.name.clone(), plan)
+        })
+        .collect()
+}
+
+/// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`].
+pub fn container_spec(
+    state: &TaskState,
+    i: usize,
+    volumes: &[(String, VolumePlan)],
+) -> ContainerSpec {
+    let def = state.def(i);
+    let task = &state.definition;
+    let mut labels: BTreeMap<String, String> = def.docker_labels.clone();
+    labels.insert(LABEL_TASK.into(), state.id.clone());
+    labels.insert(LABEL_CONTAINER.into(), def.name.clone());
+    labels.insert(LABEL_FAMILY.into(), task.family.clone());
+    labels.insert(LABEL_REVISION.into(), task.revision.to_string());
+
+    let mounts = def
+        .mount_points
+        .iter()
+        .filter_map(|m| {
+            let (kind, source) = volumes
+                .iter()
+                .find(|(n, _)| n == &m.source_volume)
+                .and_then(|(_, p)| p.source())?;
+            Some(MountSpec {
+                kind,
+                source,
+                target: m.container_path.clone(),
+                read_only: m.read_only,
+            })
+        })
+        .collect();
+
+    let volumes_from = def
+        .volumes_from
+        .iter()
+        .filter_map(|v| {
+            let j = state.index_of(&v.source_container)?;
+            let ro = if v.read_only { ":ro" } else { "" };
+            Some(format!("{}{ro}", state.containers[j].docker_name))
+        })
+        .collect();
+
+    let health = def.health_check.as_ref().map(|h| HealthSpec {
+        test: h.command.clone(),
+        interval_ns: i64::from(h.interval) * NANOS_PER_SEC,
+        timeout_ns: i64::from(h.timeout) * NANOS_PER_SEC,
+        retries: i64::from(h.retries),
+        start_period_ns: i64::from(h.start_period) * NANOS_PER_SEC,
+    });
+
+    let mib = |v: u64| i64::try_from(v.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX);
+    ContainerSpec {
+        name: state.containers[i].docker_name.clone(),
+        image: def.image.clone(),
+        cmd: def.command.clone(),
+        entrypoint: def.entry_point.clone(),
+        env: def
+            .environment
+            .iter()
+            .map(|e| format!("{}={}", e.name, e.value))
+            .collect(),
+        labels,
+        working_dir: def.working_directory.clone(),
+        user: def.user.clone(),
+        hostname: def.hostname.clone(),
+        mounts,
+        volumes_from,
+        ports: def
+            .port_mappings
+            .iter()
+            .map(|p| PortSpec {
+                container_port: p.container_port,
+                protocol: p.protocol.as_str(),
+                host_port: p.host_port.filter(|h| *h != 0),
+            })
+            .collect(),
+        network_mode: match task.network_mode {
+            NetworkMode::Bridge => "bridge",
+            NetworkMode::Host => "host",
+            NetworkMode::None => "none",
+        }
+        .to_string(),
+        // ECS: 0 or unset CPU units means no shares; Docker's minimum share is 2.
+        cpu_shares: def.cpu.filter(|c| *c > 0).map(|c| i64::from(c.max(2))),
+        memory_bytes: def.memory.map(mib),
+        memory_reservation_bytes: def.memory_reservation.map(mib),
+        readonly_rootfs: def.readonly_root_filesystem,
+        privileged: def.privileged,
+        ulimits: def
+            .ulimits
+            .iter()
+            .map(|u| UlimitSpec {
+                name: u.name.clone(),
+                soft: u.soft_limit,
+                hard: u.hard_limit,
+            })
+            .collect(),
+        log_driver: def
+            .log_configuration
+            .as_ref()
+            .map(|l| l.log_driver.as_str().to_string()),
+        log_options: def
+            .log_configuration
+            .as_ref()
+            .map(|l| l.options.clone())
+            .unwrap_or_default(),
+        health,
+        stop_timeout_secs: def.stop_timeout,
+    }
+}

@@ -1,0 +1,107 @@
+//! Scenarios of the task actor on the fake runtime: the whole loop (effects, events, reports,
+//! cleanup) without Docker.
+
+mod common;
+
+use berth_engine::fake::{FakeRuntime, Script};
+use berth_engine::{Command, Options, RunConfig, Status, TaskState, cleanup_docker, run_task};
+use berth_model::Condition;
+use common::*;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+async fn run(rt: &FakeRuntime, s: TaskState) -> (TaskState, Vec<berth_engine::report::Report>) {
+    let (rtx, mut rrx) = mpsc::unbounded_channel();
+    let (_ctx, crx) = mpsc::channel::<Command>(1);
+    let (stx, _srx) = watch::channel(s.clone());
+    let config = RunConfig {
+        data_dir: std::env::temp_dir().join("berth-engine-fake-tests"),
+        options: Options::default(),
+    };
+    let done = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        run_task(Arc::new(rt.clone()), s, config, rtx, crx, stx),
+    )
+    .await
+    .expect("task ends");
+    let mut reports = Vec::new();
+    while let Ok(r) = rrx.try_recv() {
+        reports.push(r);
+    }
+    (done, reports)
+}
+
+#[tokio::test]
+async fn a_chain_runs_in_order_and_cleans_up() {
+    let rt = FakeRuntime::new();
+    rt.add_image("img");
+    rt.script(
+        "init",
+        Script {
+            exit_code: Some(0),
+            ..Default::default()
+        },
+    );
+    rt.script(
+        "web",
+        Script {
+            exit_code: Some(0),
+            ..Default::default()
+        },
+    );
+    rt.script(
+        "side",
+        Script {
+            healthy: true,
+            ..Default::default()
+        },
+    );
+    let init = non_essential(container("init"));
+    let side = healthy(non_essential(container("side")));
+    let web = depends(
+        depends(container("web"), "init", Condition::Success),
+        "side",
+        Condition::Healthy,
+    );
+    let s = state(vec![init, side, web]);
+    let (done, reports) = run(&rt, s).await;
+    assert_eq!(done.known(), Status::Stopped);
+    assert_eq!(berth_engine::report::task_exit_code(&done), 0);
+    let calls = rt.calls();
+    let pos = |c: &str| {
+        calls
+            .iter()
+            .position(|x| x.starts_with(c))
+            .unwrap_or(usize::MAX)
+    };
+    assert!(pos("start berth-fam-1-init") < pos("create berth-fam-1-web"));
+    assert!(pos("start berth-fam-1-side") < pos("start berth-fam-1-web"));
+    assert!(
+        calls.iter().any(|c| c.starts_with("stop berth-fam-1-side")),
+        "{calls:?}"
+    );
+    assert!(!reports.is_empty());
+    cleanup_docker(&rt, &done, std::path::Path::new("/nonexistent")).await;
+    assert_eq!(rt.container_count(), 0);
+}
+
+#[tokio::test]
+async fn start_failure_of_essential_stops_everything() {
+    let rt = FakeRuntime::new();
+    rt.add_image("img");
+    rt.script(
+        "a",
+        Script {
+            start_error: Some("exec: not found".into()),
+            ..Default::default()
+        },
+    );
+    let s = state(vec![container("a"), non_essential(container("b"))]);
+    let (done, _) = run(&rt, s).await;
+    assert_eq!(done.known(), Status::Stopped);
+    assert_eq!(
+        done.stopped_reason.as_deref(),
+        Some("CannotStartContainerError: exec: not found")
+    );
+    assert_eq!(berth_engine::report::task_exit_code(&done), 125);
+}

@@ -1,0 +1,210 @@
+//! Property tests of the decision core over random tasks and random orders of results and events:
+//! known status never decreases, nobody starts before its dependencies hold, running containers are
+//! stopped only after their dependents, and every task ends.
+
+mod common;
+
+use berth_engine::decide::{Action, Event, Options};
+use berth_engine::state::{Health, Status, TaskState};
+use berth_model::Condition;
+use common::*;
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct Script {
+    pull_ok: bool,
+    create_ok: bool,
+    start_ok: bool,
+    /// Exit code once running (None: runs until stopped).
+    exit: Option<i64>,
+    /// Health reported once running.
+    health: Option<bool>,
+}
+
+fn script() -> impl Strategy<Value = Script> {
+    (
+        prop::bool::weighted(0.9),
+        prop::bool::weighted(0.9),
+        prop::bool::weighted(0.9),
+        prop::option::of(0i64..3),
+        prop::option::of(prop::bool::weighted(0.8)),
+    )
+        .prop_map(|(pull_ok, create_ok, start_ok, exit, health)| Script {
+            pull_ok,
+            create_ok,
+            start_ok,
+            exit,
+            health,
+        })
+}
+
+fn condition() -> impl Strategy<Value = Condition> {
+    prop::sample::select(Condition::ALL.to_vec())
+}
+
+/// A random acyclic task: container i may depend only on containers before it.
+fn task_strategy() -> impl Strategy<Value = (TaskState, Vec<Script>)> {
+    (1usize..6)
+        .prop_flat_map(|n| {
+            (
+                prop::collection::vec(
+                    (
+                        prop::collection::vec((0usize..n, condition()), 0..3),
+                        prop::bool::weighted(0.6),
+                        prop::bool::ANY,
+                    ),
+                    n,
+                ),
+                prop::collection::vec(script(), n),
+            )
+        })
+        .prop_map(|(specs, scripts)| {
+            let n = specs.len();
+            let mut defs = Vec::new();
+            for (i, (deps, essential, with_health)) in specs.into_iter().enumerate() {
+                let mut c = container(&format!("c{i}"));
+                c.essential = essential;
+                if with_health {
+                    c = healthy(c);
+                }
+                let mut seen = Vec::new();
+                for (d, cond) in deps {
+                    if d < i && !seen.contains(&d) {
+                        seen.push(d);
+                        c = depends(c, &format!("c{d}"), cond);
+                    }
+                }
+                defs.push(c);
+            }
+            // HEALTHY needs a health check on the dependency (validation guarantees it).
+            for i in 0..n {
+                let deps = defs[i].depends_on.clone();
+                for dep in deps {
+                    if dep.condition == Condition::Healthy {
+                        let d: usize = dep.container_name[1..].parse().unwrap_or(0);
+                        if defs[d].health_check.is_none() {
+                            defs[d] = healthy(defs[d].clone());
+                        }
+                    }
+                }
+            }
+            if !defs.iter().any(|c| c.essential) {
+                defs[n - 1].essential = true;
+            }
+            (state(defs), scripts)
+        })
+}
+
+/// Whether `cond` on dependency `d` holds in `s` (the ground truth the property checks against).
+fn holds(s: &TaskState, d: usize, cond: Condition) -> bool {
+    let c = &s.containers[d];
+    match cond {
+        Condition::Start => c.ran(),
+        Condition::Complete => c.known == Status::Stopped && c.ran(),
+        Condition::Success => c.known == Status::Stopped && c.ran() && c.exit_code == Some(0),
+        Condition::Healthy => c.health == Health::Healthy,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn random_event_orders_keep_the_invariants(
+        (mut s, scripts) in task_strategy(),
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 200),
+        stop_at in prop::option::of(0usize..40),
+    ) {
+        let mut pending: Vec<Event> = Vec::new();
+        let mut now = 0i64;
+        let mut pick = picks.into_iter().cycle();
+        let mut steps = 0usize;
+        loop {
+            steps += 1;
+            prop_assert!(steps < 2_000, "task did not end: {s:#?}");
+            now += 10;
+            if Some(steps) == stop_at {
+                s.request_stop("user", now);
+            }
+            let before: Vec<(Status, Status)> = s.containers.iter().map(|c| (c.known, c.desired)).collect();
+            let (effects, _) = s.step(Options::default(), now);
+            for (c, (k, d)) in s.containers.iter().zip(&before) {
+                prop_assert!(c.known >= *k, "known went backwards");
+                prop_assert!(c.desired >= *d, "desired went backwards");
+            }
+            for a in effects {
+                match a {
+                    Action::Pull(i) => pending.push(if scripts[i].pull_ok {
+                        Event::Pulled { container: i, at: now }
+                    } else {
+                        Event::PullFailed { container: i, at: now, message: "no image".into() }
+                    }),
+                    Action::Create(i) => {
+                        // Pipelining: only START dependencies may be merely created.
+                        for dep in &s.def(i).depends_on {
+                            let d = s.index_of(&dep.container_name).unwrap_or(0);
+                            if dep.condition == Condition::Start {
+                                prop_assert!(s.containers[d].docker_id.is_some());
+                            } else {
+                                prop_assert!(holds(&s, d, dep.condition), "created before {:?} held", dep.condition);
+                            }
+                        }
+                        pending.push(if scripts[i].create_ok {
+                            Event::Created { container: i, docker_id: format!("id{i}"), at: now }
+                        } else {
+                            Event::CreateFailed { container: i, at: now, message: "bad".into() }
+                        });
+                    }
+                    Action::Start(i) => {
+                        for dep in &s.def(i).depends_on {
+                            let d = s.index_of(&dep.container_name).unwrap_or(0);
+                            prop_assert!(holds(&s, d, dep.condition), "started before {:?} held", dep.condition);
+                        }
+                        if scripts[i].start_ok {
+                            pending.push(Event::Started { container: i, at: now });
+                            // Docker reports health only for health-checked containers, and always
+                            // eventually (healthy, or unhealthy after its retries).
+                            let reported = s.def(i).health_check.as_ref().map(|_| scripts[i].health.unwrap_or(true));
+                            if let Some(h) = reported {
+                                pending.push(Event::Health { container: i, health: if h { Health::Healthy } else { Health::Unhealthy } });
+                            }
+                            if let Some(code) = scripts[i].exit {
+                                pending.push(Event::Exited { container: i, exit_code: Some(code), started_at: None, at: now });
+                            }
+                        } else {
+                            pending.push(Event::StartFailed { container: i, at: now, message: "no".into() });
+                        }
+                    }
+                    Action::Stop { container: i, .. } => {
+                        // Reverse order: everything that depends on i has stopped.
+                        let name = s.containers[i].name.clone();
+                        for (j, d) in s.definition.container_definitions.iter().enumerate() {
+                            if d.depends_on.iter().any(|x| x.container_name == name) {
+                                prop_assert_eq!(s.containers[j].known, Status::Stopped, "stopped {} before its dependent {}", name, j);
+                            }
+                        }
+                        pending.push(Event::Exited { container: i, exit_code: Some(143), started_at: None, at: now });
+                    }
+                    Action::MarkStopped { .. } | Action::StopTask { .. } => {}
+                }
+            }
+            if s.is_finished() {
+                break;
+            }
+            if pending.is_empty() {
+                // Nothing in flight and nothing to do: long-running containers (or a dependent
+                // waiting for one to complete) only move on when someone stops the task, and a
+                // stopping task must never get here.
+                prop_assert!(s.containers.iter().all(|c| c.in_flight.is_none()));
+                prop_assert!(s.desired != Status::Stopped, "stopping task stuck: {s:#?}");
+                s.request_stop("user", now);
+                continue;
+            }
+            let k = pick.next().map(|ix| ix.index(pending.len())).unwrap_or(0);
+            let ev = pending.remove(k);
+            s.apply(&ev);
+        }
+        prop_assert_eq!(s.known(), Status::Stopped);
+        prop_assert!(s.stopped_reason.is_some() || s.desired == Status::Stopped);
+    }
+}

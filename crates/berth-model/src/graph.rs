@@ -1,0 +1,464 @@
+//! The container dependency graph of a task (`dependsOn` edges): cycle detection, a stable start
+//! order, and rendering as Graphviz DOT or as readable text.
+//!
+//! Nodes are container indexes in definition order. An edge goes from a *dependent* to its
+//! *dependency* (the container it waits for), labelled with the [`Condition`]. Validation in
+//! [`crate::parse()`] uses [`DependencyGraph::find_cycle`], so there is one cycle detector.
+
+use crate::types::{Condition, ContainerDefinition, TaskDefinition};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt::{self, Write as _};
+use std::str::FromStr;
+
+/// Who waits for whom in a task. Cheap to build; holds names and edges only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DependencyGraph {
+    names: Vec<String>,
+    /// `dependencies[i]`: what container `i` waits for, in `dependsOn` order.
+    dependencies: Vec<Vec<(usize, Condition)>>,
+    /// `dependents[i]`: who waits for container `i`, in definition order.
+    dependents: Vec<Vec<(usize, Condition)>>,
+}
+
+impl DependencyGraph {
+    /// The graph of a task definition: one node per container, one edge per `dependsOn` entry.
+    /// Entries naming an unknown container are skipped (they cannot occur in a validated definition).
+    pub fn new(def: &TaskDefinition) -> Self {
+        let names: Vec<String> = def
+            .container_definitions
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let mut edges = Vec::new();
+        for (i, container) in def.container_definitions.iter().enumerate() {
+            for dep in &container.depends_on {
+                if let Some(j) = names.iter().position(|n| *n == dep.container_name) {
+                    edges.push((i, j, dep.condition));
+                }
+            }
+        }
+        Self::from_edges(names, edges)
+    }
+
+    /// A graph from raw parts: node names, and edges `(dependent, dependency, condition)` as indexes
+    /// into `names`. Edges with an index out of range are skipped.
+    pub fn from_edges(names: Vec<String>, edges: Vec<(usize, usize, Condition)>) -> Self {
+        let n = names.len();
+        let mut dependencies = vec![Vec::new(); n];
+        let mut dependents = vec![Vec::new(); n];
+        for (dependent, dependency, condition) in edges {
+            if dependent < n && dependency < n {
+                dependencies[dependent].push((dependency, condition));
+                dependents[dependency].push((dependent, condition));
+            }
+        }
+        for list in &mut dependents {
+            list.sort_by_key(|&(i, _)| i);
+        }
+        DependencyGraph {
+            names,
+            dependencies,
+            dependents,
+        }
+    }
+
+    /// Number of containers (nodes).
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Container names, by index.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The name of node `i` ("" when out of range).
+    pub fn name(&self, i: usize) -> &str {
+        self.names.get(i).map_or("", String::as_str)
+    }
+
+    /// The index of the first container with this name.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// What container `i` waits for, with the condition, in `dependsOn` order.
+    pub fn dependencies(&self, i: usize) -> &[(usize, Condition)] {
+        self.dependencies.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// The containers that wait for container `i`, with their condition, in definition order.
+    pub fn dependents(&self, i: usize) -> &[(usize, Condition)] {
+        self.dependents.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// A dependency cycle, if there is one, as the node list walked along the edges with the first
+    /// node repeated at the end (`[a, b, a]` for `a -> b -> a`; `[a, a]` for a self-dependency).
+    /// Deterministic: the search starts from the lowest index and follows edges in order.
+    pub fn find_cycle(&self) -> Option<Vec<usize>> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Color {
+            Unseen,
+            OnPath,
+            Done,
+        }
+        let n = self.len();
+        let mut color = vec![Color::Unseen; n];
+        // Iterative depth-first search: (node, index of the next edge to follow).
+        let mut path: Vec<(usize, usize)> = Vec::new();
+        for root in 0..n {
+            if color[root] != Color::Unseen {
+                continue;
+            }
+            color[root] = Color::OnPath;
+            path.push((root, 0));
+            while let Some(top) = path.last_mut() {
+                let node = top.0;
+                let Some(&(next, _)) = self.dependencies[node].get(top.1) else {
+                    color[node] = Color::Done;
+                    path.pop();
+                    continue;
+                };
+                top.1 += 1;
+                match color[next] {
+                    Color::Unseen => {
+                        color[next] = Color::OnPath;
+                        path.push((next, 0));
+                    }
+                    Color::OnPath => {
+                        // Nodes coloured OnPath are exactly those on `path`, so `position` finds it.
+                        let start = path.iter().position(|&(x, _)| x == next)?;
+                        let mut cycle: Vec<usize> = path[start..].iter().map(|&(x, _)| x).collect();
+                        cycle.push(next);
+                        return Some(cycle);
+                    }
+                    Color::Done => {}
+                }
+            }
+        }
+        None
+    }
+
+    /// A start order: every container after all the containers it waits for. Stable: among
+    /// containers that could go next, the one defined first goes first. `Err` carries a cycle
+    /// (as [`find_cycle`](Self::find_cycle) returns it) when there is no such order.
+    pub fn start_order(&self) -> Result<Vec<usize>, Vec<usize>> {
+        let n = self.len();
+        let mut waiting: Vec<usize> = self.dependencies.iter().map(Vec::len).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> =
+            (0..n).filter(|&i| waiting[i] == 0).map(Reverse).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(Reverse(i)) = ready.pop() {
+            order.push(i);
+            for &(dependent, _) in &self.dependents[i] {
+                waiting[dependent] -= 1;
+                if waiting[dependent] == 0 {
+                    ready.push(Reverse(dependent));
+                }
+            }
+        }
+        if order.len() == n {
+            Ok(order)
+        } else {
+            // Kahn's algorithm stalls only on a cycle, so find_cycle returns Some here.
+            Err(self.find_cycle().unwrap_or_default())
+        }
+    }
+
+    /// A stop order: the start order reversed, so every container stops before what it waits for.
+    pub fn stop_order(&self) -> Result<Vec<usize>, Vec<usize>> {
+        self.start_order().map(|mut order| {
+            order.reverse();
+            order
+        })
+    }
+
+    /// Names along a cycle, `a -> b -> a`.
+    pub fn describe_cycle(&self, cycle: &[usize]) -> String {
+        cycle
+            .iter()
+            .map(|&i| self.name(i))
+            .collect::<Vec<_>>()
+            .join(" -> ")
+    }
+
+    /// Draws the graph. `def` supplies images, essential flags and health checks; it should be the
+    /// definition the graph was built from (containers are matched by name, missing ones drawn plain).
+    pub fn render(&self, def: &TaskDefinition, format: GraphFormat) -> String {
+        match format {
+            GraphFormat::Dot => self.render_dot(def),
+            GraphFormat::Text => self.render_text(def),
+        }
+    }
+
+    fn render_dot(&self, def: &TaskDefinition) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail; the results of writeln! are ignored for that reason.
+        let _ = writeln!(out, "digraph {} {{", dot_quote(&def.family));
+        let _ = writeln!(out, "  label={};", dot_quote(&title(def)));
+        let _ = writeln!(out, "  labelloc=t;");
+        let _ = writeln!(out, "  rankdir=RL;");
+        let _ = writeln!(
+            out,
+            "  // An edge points from a container to the container it waits for, so containers read in start\n  // order from left to right.\n  \
+             // Essential containers are bold with a double border; non-essential ones are dashed."
+        );
+        let _ = writeln!(out, "  node [shape=box, fontname=\"Helvetica\"];");
+        let _ = writeln!(out, "  edge [fontname=\"Helvetica\", fontsize=10];");
+        for name in &self.names {
+            let container = def.container(name);
+            let mut label = dot_escape(name);
+            let mut style = String::new();
+            if let Some(c) = container {
+                label.push_str("\\n");
+                label.push_str(&dot_escape(&c.image));
+                if c.health_check.is_some() {
+                    label.push_str("\\n(health check)");
+                }
+                style = if c.essential {
+                    ", style=bold, peripheries=2".to_owned()
+                } else {
+                    ", style=dashed".to_owned()
+                };
+            }
+            let _ = writeln!(out, "  {} [label=\"{label}\"{style}];", dot_quote(name));
+        }
+        for (i, deps) in self.dependencies.iter().enumerate() {
+            for &(j, condition) in deps {
+                let _ = writeln!(
+                    out,
+                    "  {} -> {} [label=\"{}\"];",
+                    dot_quote(self.name(i)),
+                    dot_quote(self.name(j)),
+                    condition.as_str()
+                );
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+
+    fn render_text(&self, def: &TaskDefinition) -> String {
+        let mut out = String::new();
+        let order = match self.start_order() {
+            Ok(order) => {
+                let _ = writeln!(
+                    out,
+                    "start order for {} (each container starts after the ones it waits for)",
+                    title(def)
+                );
+                order
+            }
+            Err(cycle) => {
+                let _ = writeln!(
+                    out,
+                    "{} has no start order: dependency cycle: {}",
+                    title(def),
+                    self.describe_cycle(&cycle)
+                );
+                (0..self.len()).collect()
+            }
+        };
+        let number_width = order.len().to_string().len();
+        let name_width = self.names.iter().map(String::len).max().unwrap_or(0);
+        for (position, &i) in order.iter().enumerate() {
+            let name = self.name(i);
+            let container = def.container(name);
+            let mut line = format!("  {:>number_width$}. {name:<name_width$}", position + 1);
+            if let Some(c) = container {
+                let essential = if c.essential {
+                    "(essential: yes)"
+                } else {
+                    "(essential: no) "
+                };
+                let _ = write!(line, "  {essential}  {}", c.image);
+                if let Some(hc) = &c.health_check {
+                    let _ = write!(line, "  health check: {}", hc.command.join(" "));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+            let indent = " ".repeat(2 + number_width + 2);
+            for &(j, condition) in self.dependencies(i) {
+                let _ = writeln!(
+                    out,
+                    "{indent}waits for {}: {} ({})",
+                    self.name(j),
+                    condition.as_str(),
+                    condition_meaning(condition, def.container(self.name(j)))
+                );
+            }
+        }
+        out
+    }
+}
+
+/// How to draw a dependency graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GraphFormat {
+    /// Graphviz DOT, for `dot -Tsvg`.
+    Dot,
+    /// An indented list in start order, with each container's conditions.
+    Text,
+}
+
+impl GraphFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GraphFormat::Dot => "dot",
+            GraphFormat::Text => "text",
+        }
+    }
+}
+
+impl fmt::Display for GraphFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A graph format name that is neither `dot` nor `text`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown graph format {0:?}; use dot or text")]
+pub struct UnknownGraphFormat(pub String);
+
+impl FromStr for GraphFormat {
+    type Err = UnknownGraphFormat;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "dot" => Ok(GraphFormat::Dot),
+            "text" => Ok(GraphFormat::Text),
+            _ => Err(UnknownGraphFormat(s.to_owned())),
+        }
+    }
+}
+
+/// `family:revision`, or just `family` when the revision is unknown (0).
+fn title(def: &TaskDefinition) -> String {
+    if def.revision == 0 {
+        def.family.clone()
+    } else {
+        format!("{}:{}", def.family, def.revision)
+    }
+}
+
+fn condition_meaning(condition: Condition, dependency: Option<&ContainerDefinition>) -> String {
+    match condition {
+        Condition::Start => "until it has started".to_owned(),
+        Condition::Complete => "until it has exited, whatever its exit code".to_owned(),
+        Condition::Success => "until it has exited with code 0".to_owned(),
+        Condition::Healthy => match dependency.and_then(|c| c.health_check.as_ref()) {
+            Some(hc) => format!("until its health check passes: {}", hc.command.join(" ")),
+            None => "until its health check passes".to_owned(),
+        },
+    }
+}
+
+fn dot_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn dot_quote(s: &str) -> String {
+    format!("\"{}\"", dot_escape(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Condition::*;
+
+    fn graph(n: usize, edges: &[(usize, usize)]) -> DependencyGraph {
+        DependencyGraph::from_edges(
+            (0..n).map(|i| format!("c{i}")).collect(),
+            edges.iter().map(|&(a, b)| (a, b, Start)).collect(),
+        )
+    }
+
+    #[test]
+    fn empty_graph_has_empty_order() {
+        let g = graph(0, &[]);
+        assert_eq!(g.find_cycle(), None);
+        assert_eq!(g.start_order(), Ok(vec![]));
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn start_order_puts_dependencies_first_and_is_stable() {
+        // c0 waits for c2; c1 waits for nothing; c2 waits for c3.
+        let g = graph(4, &[(0, 2), (2, 3)]);
+        assert_eq!(g.start_order(), Ok(vec![1, 3, 2, 0]));
+        assert_eq!(g.stop_order(), Ok(vec![0, 2, 3, 1]));
+    }
+
+    #[test]
+    fn independent_containers_keep_definition_order() {
+        assert_eq!(graph(3, &[]).start_order(), Ok(vec![0, 1, 2]));
+    }
+
+    #[test]
+    fn finds_self_loop() {
+        assert_eq!(graph(2, &[(1, 1)]).find_cycle(), Some(vec![1, 1]));
+    }
+
+    #[test]
+    fn finds_long_cycle_and_start_order_fails_with_it() {
+        let g = graph(4, &[(0, 1), (1, 2), (2, 3), (3, 1)]);
+        assert_eq!(g.find_cycle(), Some(vec![1, 2, 3, 1]));
+        assert_eq!(g.start_order(), Err(vec![1, 2, 3, 1]));
+        assert_eq!(g.describe_cycle(&[1, 2, 3, 1]), "c1 -> c2 -> c3 -> c1");
+    }
+
+    #[test]
+    fn diamond_is_acyclic() {
+        let g = graph(4, &[(0, 1), (0, 2), (1, 3), (2, 3)]);
+        assert_eq!(g.find_cycle(), None);
+        assert_eq!(g.start_order(), Ok(vec![3, 1, 2, 0]));
+    }
+
+    #[test]
+    fn accessors_and_out_of_range_edges() {
+        let g = DependencyGraph::from_edges(
+            vec!["a".into(), "b".into(), "c".into()],
+            vec![(2, 0, Success), (1, 0, Healthy), (0, 9, Start)],
+        );
+        assert_eq!(g.dependencies(2), &[(0, Success)]);
+        assert_eq!(g.dependents(0), &[(1, Healthy), (2, Success)]);
+        assert_eq!(g.dependencies(0), &[]);
+        assert_eq!(g.dependencies(42), &[]);
+        assert_eq!(g.index_of("b"), Some(1));
+        assert_eq!(g.name(7), "");
+    }
+
+    #[test]
+    fn graph_format_from_str() {
+        assert_eq!("dot".parse(), Ok(GraphFormat::Dot));
+        assert_eq!("TEXT".parse(), Ok(GraphFormat::Text));
+        let err = "svg".parse::<GraphFormat>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown graph format \"svg\"; use dot or text"
+        );
+        assert_eq!(GraphFormat::Dot.to_string(), "dot");
+    }
+
+    #[test]
+    fn dot_escaping() {
+        assert_eq!(dot_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
+}

@@ -1,0 +1,15 @@
+//! berth-model: ECS-style task definitions — parsing, validation with JSON paths, dependency graph.
+//!
+//! The entry point is [`parse()`]: JSON text in, a [`Parsed`] task definition (plus warnings for fields
+//! berth ignores) or [`Invalid`] with *every* problem found, each carrying the JSON path of the bad
+//! field. Nothing in this crate does I/O.
+
+pub mod graph;
+mod parse;
+mod problem;
+pub mod types;
+
+pub use graph::{DependencyGraph, GraphFormat};
+pub use parse::{parse, parse_bytes};
+pub use problem::{Invalid, Parsed, Problem};
+pub use types::*;

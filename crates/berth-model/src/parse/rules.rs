@@ -1,0 +1,319 @@
+//! What the validator knows about each object: its fields (read, ignored with a warning, or not
+//! supported), ECS name rules, and the bounds of every number.
+
+/// What an object may contain.
+pub(super) struct Schema {
+    /// Fields berth reads (null counts as absent).
+    pub(super) known: &'static [&'static str],
+    /// ECS fields berth does not use: warned about, then ignored.
+    pub(super) ignored: &'static [&'static str],
+    /// ECS fields berth cannot honour: an error when they carry a value.
+    pub(super) unsupported: &'static [&'static str],
+    /// Fields ignored without a word.
+    pub(super) quiet: &'static [&'static str],
+}
+
+pub(super) const WRAPPER: Schema = Schema {
+    known: &["taskDefinition"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &["tags"],
+};
+
+pub(super) const TASK: Schema = Schema {
+    known: &[
+        "family",
+        "revision",
+        "containerDefinitions",
+        "volumes",
+        "networkMode",
+        "cpu",
+        "memory",
+    ],
+    ignored: &[
+        "taskDefinitionArn",
+        "taskRoleArn",
+        "executionRoleArn",
+        "requiresCompatibilities",
+        "compatibilities",
+        "status",
+        "registeredAt",
+        "registeredBy",
+        "deregisteredAt",
+        "requiresAttributes",
+        "placementConstraints",
+        "runtimePlatform",
+        "pidMode",
+        "ipcMode",
+        "ephemeralStorage",
+        "tags",
+        "enableFaultInjection",
+    ],
+    unsupported: &["proxyConfiguration", "inferenceAccelerators"],
+    quiet: &[],
+};
+
+pub(super) const CONTAINER: Schema = Schema {
+    known: &[
+        "name",
+        "image",
+        "essential",
+        "command",
+        "entryPoint",
+        "environment",
+        "workingDirectory",
+        "user",
+        "dependsOn",
+        "healthCheck",
+        "mountPoints",
+        "volumesFrom",
+        "portMappings",
+        "cpu",
+        "memory",
+        "memoryReservation",
+        "stopTimeout",
+        "startTimeout",
+        "dockerLabels",
+        "readonlyRootFilesystem",
+        "privileged",
+        "hostname",
+        "ulimits",
+        "logConfiguration",
+    ],
+    ignored: &[
+        "links",
+        "disableNetworking",
+        "dnsServers",
+        "dnsSearchDomains",
+        "extraHosts",
+        "dockerSecurityOptions",
+        "interactive",
+        "pseudoTerminal",
+        "systemControls",
+        "linuxParameters",
+        "credentialSpecs",
+        "versionConsistency",
+        "restartPolicy",
+    ],
+    unsupported: &[
+        "secrets",
+        "repositoryCredentials",
+        "environmentFiles",
+        "resourceRequirements",
+        "firelensConfiguration",
+    ],
+    quiet: &[],
+};
+
+pub(super) const ENV_VAR: Schema = Schema {
+    known: &["name", "value"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const DEPENDENCY: Schema = Schema {
+    known: &["containerName", "condition"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const HEALTH_CHECK: Schema = Schema {
+    known: &["command", "interval", "timeout", "retries", "startPeriod"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const MOUNT_POINT: Schema = Schema {
+    known: &["sourceVolume", "containerPath", "readOnly"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const VOLUME_FROM: Schema = Schema {
+    known: &["sourceContainer", "readOnly"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const PORT_MAPPING: Schema = Schema {
+    known: &["containerPort", "hostPort", "protocol"],
+    ignored: &["name", "appProtocol", "containerPortRange", "hostPortRange"],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const ULIMIT: Schema = Schema {
+    known: &["name", "softLimit", "hardLimit"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const LOG_CONFIGURATION: Schema = Schema {
+    known: &["logDriver", "options"],
+    ignored: &[],
+    unsupported: &["secretOptions"],
+    quiet: &[],
+};
+
+pub(super) const VOLUME: Schema = Schema {
+    known: &[
+        "name",
+        "host",
+        "dockerVolumeConfiguration",
+        "efsVolumeConfiguration",
+    ],
+    ignored: &["configuredAtLaunch"],
+    unsupported: &["fsxWindowsFileServerVolumeConfiguration"],
+    quiet: &[],
+};
+
+pub(super) const HOST_VOLUME: Schema = Schema {
+    known: &["sourcePath"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const DOCKER_VOLUME: Schema = Schema {
+    known: &["scope", "autoprovision", "driver", "driverOpts", "labels"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const EFS_VOLUME: Schema = Schema {
+    known: &[
+        "fileSystemId",
+        "rootDirectory",
+        "transitEncryption",
+        "authorizationConfig",
+    ],
+    ignored: &["transitEncryptionPort"],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const EFS_AUTHORIZATION: Schema = Schema {
+    known: &["accessPointId", "iam"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+/// Ulimit names Docker accepts.
+pub(super) const ULIMIT_NAMES: &[&str] = &[
+    "core",
+    "cpu",
+    "data",
+    "fsize",
+    "locks",
+    "memlock",
+    "msgqueue",
+    "nice",
+    "nofile",
+    "nproc",
+    "rss",
+    "rtprio",
+    "rttime",
+    "sigpending",
+    "stack",
+];
+
+pub(super) const MISSING: &str = "missing required field";
+pub(super) const NAME_RULE: &str = "use 1 to 255 letters, digits, hyphens and underscores";
+
+/// ECS names (family, container, volume): 1 to 255 of letters, digits, hyphens, underscores.
+pub(super) fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 255
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+pub(super) fn unknown_field_message(key: &str, known: &[&str]) -> String {
+    let suggestion = known
+        .iter()
+        .map(|k| {
+            (
+                edit_distance(&key.to_ascii_lowercase(), &k.to_ascii_lowercase()),
+                *k,
+            )
+        })
+        .filter(|&(d, k)| d == 0 || (d <= 2 && key.len() >= 4 && k.len() >= 4))
+        .min_by_key(|&(d, _)| d);
+    match suggestion {
+        Some((_, k)) => format!("unknown field, ignored (did you mean {k:?}?)"),
+        None => "unknown field, ignored".to_owned(),
+    }
+}
+
+pub(super) fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = previous + usize::from(ca != cb);
+            previous = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// Inclusive bounds for an integer field, and how to talk about it.
+#[derive(Clone, Copy)]
+pub(super) struct Bounds {
+    pub(super) min: u64,
+    pub(super) max: u64,
+    /// Appended to numbers: " seconds", " MiB", "".
+    pub(super) unit: &'static str,
+    /// When set, values above `max` are called absurd and the maximum explained with this.
+    pub(super) absurd: Option<&'static str>,
+    /// Why the minimum is what it is, appended to "must be at least" messages.
+    pub(super) min_reason: &'static str,
+}
+
+impl Bounds {
+    pub(super) const fn new(min: u64, max: u64, unit: &'static str) -> Self {
+        Bounds {
+            min,
+            max,
+            unit,
+            absurd: None,
+            min_reason: "",
+        }
+    }
+}
+
+pub(super) const PORT: Bounds = Bounds::new(1, 65535, "");
+pub(super) const HOST_PORT: Bounds = Bounds::new(0, 65535, "");
+pub(super) const REVISION: Bounds = Bounds::new(1, u32::MAX as u64, "");
+pub(super) const CONTAINER_CPU: Bounds = Bounds {
+    absurd: Some("256 vCPUs"),
+    ..Bounds::new(0, 262_144, " CPU units")
+};
+pub(super) const MEMORY: Bounds = Bounds {
+    absurd: Some("4 TiB"),
+    min_reason: " (Docker's minimum)",
+    ..Bounds::new(6, 4_194_304, " MiB")
+};
+pub(super) const MEMORY_RESERVATION: Bounds = Bounds {
+    absurd: Some("4 TiB"),
+    ..Bounds::new(4, 4_194_304, " MiB")
+};
+pub(super) const TIMEOUT: Bounds = Bounds {
+    absurd: Some("24 hours"),
+    ..Bounds::new(0, 86_400, " seconds")
+};
+pub(super) const HC_INTERVAL: Bounds = Bounds::new(5, 300, " seconds");
+pub(super) const HC_TIMEOUT: Bounds = Bounds::new(2, 60, " seconds");
+pub(super) const HC_RETRIES: Bounds = Bounds::new(1, 10, "");
+pub(super) const HC_START_PERIOD: Bounds = Bounds::new(0, 300, " seconds");

@@ -1,0 +1,1476 @@
+//! Unit tests for parsing and validation: one test (or more) per rule, asserting exact paths and
+//! messages.
+
+use super::*;
+
+/// The problems of an invalid definition, as `PATH: message` lines.
+fn problems(json: &str) -> Vec<String> {
+    match parse(json) {
+        Ok(parsed) => panic!("expected problems, got a valid definition: {parsed:#?}"),
+        Err(invalid) => {
+            assert!(!invalid.problems.is_empty());
+            invalid.problems.iter().map(ToString::to_string).collect()
+        }
+    }
+}
+
+fn valid(json: &str) -> Parsed {
+    match parse(json) {
+        Ok(parsed) => parsed,
+        Err(invalid) => panic!("expected a valid definition, got {:#?}", invalid.problems),
+    }
+}
+
+fn warnings(json: &str) -> Vec<String> {
+    valid(json)
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// A task named "t" with these container objects (comma-separated JSON).
+fn task(containers: &str) -> String {
+    format!(r#"{{"family": "t", "containerDefinitions": [{containers}]}}"#)
+}
+
+/// A task with extra task-level fields (a JSON fragment ending without a comma).
+fn task_with(extra: &str, containers: &str) -> String {
+    format!(r#"{{"family": "t", {extra}, "containerDefinitions": [{containers}]}}"#)
+}
+
+/// A container object; `extra` is a JSON fragment of more fields (may be empty).
+fn c(name: &str, extra: &str) -> String {
+    if extra.is_empty() {
+        format!(r#"{{"name": "{name}", "image": "busybox"}}"#)
+    } else {
+        format!(r#"{{"name": "{name}", "image": "busybox", {extra}}}"#)
+    }
+}
+
+fn one(json: &str) -> String {
+    let p = problems(json);
+    assert_eq!(p.len(), 1, "expected exactly one problem, got {p:#?}");
+    p.into_iter().next().unwrap_or_default()
+}
+
+// --- documents ----------------------------------------------------------------------------------
+
+#[test]
+fn minimal_definition_and_defaults() {
+    let parsed = valid(&task(&c("web", "")));
+    assert!(parsed.warnings.is_empty());
+    let def = parsed.definition;
+    assert_eq!(def.family, "t");
+    assert_eq!(def.revision, 0);
+    assert_eq!(def.network_mode, NetworkMode::Bridge);
+    assert!(def.volumes.is_empty());
+    let web = &def.container_definitions[0];
+    assert_eq!(web.name, "web");
+    assert_eq!(web.image, "busybox");
+    assert!(web.essential);
+    assert_eq!(web.command, None);
+    assert!(!web.privileged && !web.readonly_root_filesystem);
+}
+
+#[test]
+fn malformed_json_reports_line_and_column() {
+    assert_eq!(
+        one("{\n  \"family\": \"t\",\n  \"containerDefinitions\": [\n}"),
+        "invalid JSON at line 4, column 1: expected value"
+    );
+    assert_eq!(
+        one(r#"{"family": "t"} x"#),
+        "invalid JSON at line 1, column 17: trailing characters"
+    );
+}
+
+#[test]
+fn empty_input() {
+    assert_eq!(
+        one("  \n"),
+        "the input is empty; expected a JSON task definition"
+    );
+}
+
+#[test]
+fn non_utf8_input() {
+    let err = parse_bytes(b"{\n\"family\": \"\xff\"}").unwrap_err();
+    assert_eq!(
+        err.problems,
+        vec![Problem::new(
+            "",
+            "not valid UTF-8: invalid byte at line 2, column 12 (byte offset 13)"
+        )]
+    );
+}
+
+#[test]
+fn byte_order_mark_is_accepted() {
+    let text = format!("\u{feff}{}", task(&c("web", "")));
+    assert!(parse(&text).is_ok());
+    assert!(parse_bytes(text.as_bytes()).is_ok());
+}
+
+#[test]
+fn top_level_must_be_an_object() {
+    assert_eq!(
+        one("[1, 2]"),
+        "expected a task definition (a JSON object), found an array"
+    );
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    assert_eq!(
+        one(&deep),
+        "invalid JSON at line 1, column 128: recursion limit exceeded"
+    );
+}
+
+#[test]
+fn describe_task_definition_wrapper() {
+    let text = format!(
+        r#"{{"taskDefinition": {}, "tags": [{{"key": "a", "value": "b"}}]}}"#,
+        task_with(r#""status": "ACTIVE""#, &c("web", ""))
+    );
+    let parsed = valid(&text);
+    assert_eq!(parsed.definition.family, "t");
+    assert_eq!(
+        parsed
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec!["taskDefinition.status: not used by berth, ignored"]
+    );
+}
+
+#[test]
+fn wrapper_paths_are_prefixed() {
+    let text = format!(
+        r#"{{"taskDefinition": {}}}"#,
+        task(&c("web", r#""essential": "yes""#))
+    );
+    assert_eq!(
+        one(&text),
+        r#"taskDefinition.containerDefinitions[0].essential: expected a boolean, found a string ("yes")"#
+    );
+}
+
+#[test]
+fn wrapper_must_hold_an_object() {
+    assert_eq!(
+        one(r#"{"taskDefinition": [], "tags": []}"#),
+        "taskDefinition: expected a task definition object, found an array"
+    );
+}
+
+// --- task fields --------------------------------------------------------------------------------
+
+#[test]
+fn family_is_required_and_well_formed() {
+    assert_eq!(
+        one(&format!(
+            r#"{{"containerDefinitions": [{}]}}"#,
+            c("web", "")
+        )),
+        "family: missing required field"
+    );
+    assert_eq!(
+        one(&format!(
+            r#"{{"family": "my app", "containerDefinitions": [{}]}}"#,
+            c("web", "")
+        )),
+        r#"family: "my app" is not a valid family name; use 1 to 255 letters, digits, hyphens and underscores"#
+    );
+    assert_eq!(
+        one(&format!(
+            r#"{{"family": 7, "containerDefinitions": [{}]}}"#,
+            c("web", "")
+        )),
+        "family: expected a string, found a number (7)"
+    );
+}
+
+#[test]
+fn container_definitions_required_non_empty_array() {
+    assert_eq!(
+        one(r#"{"family": "t"}"#),
+        "containerDefinitions: missing required field"
+    );
+    assert_eq!(
+        one(r#"{"family": "t", "containerDefinitions": []}"#),
+        "containerDefinitions: must list at least one container"
+    );
+    assert_eq!(
+        one(r#"{"family": "t", "containerDefinitions": {}}"#),
+        "containerDefinitions: expected an array, found an object"
+    );
+    assert_eq!(
+        one(r#"{"family": "t", "containerDefinitions": ["web"]}"#),
+        r#"containerDefinitions[0]: expected an object, found a string ("web")"#
+    );
+}
+
+#[test]
+fn revision() {
+    let def = valid(&task_with(r#""revision": 7"#, &c("web", ""))).definition;
+    assert_eq!(def.revision, 7);
+    assert_eq!(
+        one(&task_with(r#""revision": 0"#, &c("web", ""))),
+        "revision: must be at least 1, found 0"
+    );
+    assert_eq!(
+        one(&task_with(r#""revision": -2"#, &c("web", ""))),
+        "revision: must not be negative, found -2"
+    );
+    assert_eq!(
+        one(&task_with(r#""revision": "3""#, &c("web", ""))),
+        r#"revision: expected an integer, found a string ("3")"#
+    );
+}
+
+#[test]
+fn network_modes() {
+    for (mode, expected) in [
+        ("bridge", NetworkMode::Bridge),
+        ("host", NetworkMode::Host),
+        ("none", NetworkMode::None),
+    ] {
+        let def = valid(&task_with(
+            &format!(r#""networkMode": "{mode}""#),
+            &c("web", ""),
+        ))
+        .definition;
+        assert_eq!(def.network_mode, expected);
+    }
+    assert_eq!(
+        one(&task_with(r#""networkMode": "awsvpc""#, &c("web", ""))),
+        "networkMode: awsvpc network mode is not supported by berth; use bridge, host or none"
+    );
+    assert_eq!(
+        one(&task_with(r#""networkMode": "nat""#, &c("web", ""))),
+        r#"networkMode: unknown network mode "nat"; use bridge, host or none"#
+    );
+}
+
+#[test]
+fn task_cpu_and_memory_accept_numbers_and_strings() {
+    let def = valid(&task_with(r#""cpu": 256, "memory": "1 GB""#, &c("web", ""))).definition;
+    assert_eq!(def.cpu.as_deref(), Some("256"));
+    assert_eq!(def.memory.as_deref(), Some("1 GB"));
+    let def = valid(&task_with(
+        r#""cpu": "0.5 vCPU", "memory": "512""#,
+        &c("web", ""),
+    ))
+    .definition;
+    assert_eq!(def.cpu.as_deref(), Some("0.5 vCPU"));
+    assert_eq!(def.memory.as_deref(), Some("512"));
+    assert_eq!(
+        problems(&task_with(
+            r#""cpu": "lots", "memory": "-5""#,
+            &c("web", "")
+        )),
+        vec![
+            r#"cpu: "lots" is not a CPU amount; write CPU units such as "256" or vCPUs such as "0.5 vCPU""#,
+            r#"memory: must not be negative, found "-5""#,
+        ]
+    );
+    assert_eq!(
+        one(&task_with(r#""memory": true"#, &c("web", ""))),
+        "memory: expected a string or a number, found a boolean (true)"
+    );
+}
+
+// --- container fields ---------------------------------------------------------------------------
+
+#[test]
+fn container_name_and_image_required() {
+    assert_eq!(
+        problems(&task("{}")),
+        vec![
+            "containerDefinitions[0].name: missing required field",
+            "containerDefinitions[0].image: missing required field",
+        ]
+    );
+}
+
+#[test]
+fn container_name_rules() {
+    assert_eq!(
+        one(&task(r#"{"name": "web.1", "image": "busybox"}"#)),
+        r#"containerDefinitions[0].name: "web.1" is not a valid container name; use 1 to 255 letters, digits, hyphens and underscores"#
+    );
+    assert_eq!(
+        one(&task(r#"{"name": "", "image": "busybox"}"#)),
+        r#"containerDefinitions[0].name: "" is not a valid container name; use 1 to 255 letters, digits, hyphens and underscores"#
+    );
+    let long = "a".repeat(256);
+    assert!(one(&task(&c(&long, ""))).contains("is not a valid container name"));
+    assert!(parse(&task(&c(&"a".repeat(255), ""))).is_ok());
+    assert!(parse(&task(&c("Web_server-2", ""))).is_ok());
+}
+
+#[test]
+fn image_rules() {
+    assert_eq!(
+        one(&task(r#"{"name": "web", "image": ""}"#)),
+        "containerDefinitions[0].image: must not be empty"
+    );
+    assert_eq!(
+        one(&task(r#"{"name": "web", "image": "busy box"}"#)),
+        r#"containerDefinitions[0].image: "busy box" is not an image reference: it contains whitespace"#
+    );
+}
+
+#[test]
+fn wrong_types_name_what_was_found() {
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""essential": "yes", "privileged": 1, "command": "echo hi", "entryPoint": ["sh", 2], "dockerLabels": []"#
+        ))),
+        vec![
+            r#"containerDefinitions[0].essential: expected a boolean, found a string ("yes")"#,
+            "containerDefinitions[0].privileged: expected a boolean, found a number (1)",
+            r#"containerDefinitions[0].command: expected an array, found a string ("echo hi")"#,
+            "containerDefinitions[0].entryPoint[1]: expected a string, found a number (2)",
+            "containerDefinitions[0].dockerLabels: expected an object, found an array",
+        ]
+    );
+}
+
+#[test]
+fn long_strings_are_shortened_in_messages() {
+    let long = "x".repeat(100);
+    assert_eq!(
+        one(&task(&c("web", &format!(r#""essential": "{long}""#)))),
+        format!(
+            r#"containerDefinitions[0].essential: expected a boolean, found a string ("{}"...)"#,
+            "x".repeat(57)
+        )
+    );
+}
+
+#[test]
+fn null_counts_as_absent() {
+    let def = valid(&task(&c(
+        "web",
+        r#""command": null, "essential": null, "healthCheck": null"#,
+    )))
+    .definition;
+    assert!(def.container_definitions[0].essential);
+    assert_eq!(
+        one(&task(r#"{"name": null, "image": "busybox"}"#)),
+        "containerDefinitions[0].name: missing required field"
+    );
+}
+
+#[test]
+fn all_container_fields_are_read() {
+    let def = valid(&task_with(
+        r#""volumes": [{"name": "data"}]"#,
+        &[
+            c("db", r#""essential": false, "healthCheck": {"command": ["CMD", "true"]}"#),
+            c(
+                "web",
+                r#""command": ["httpd", "-f"], "entryPoint": ["/bin/sh", "-c"],
+                "environment": [{"name": "A", "value": "1"}, {"name": "B"}],
+                "workingDirectory": "/srv", "user": "1000:1000",
+                "dependsOn": [{"containerName": "db", "condition": "HEALTHY"}],
+                "mountPoints": [{"sourceVolume": "data", "containerPath": "/data", "readOnly": true}],
+                "volumesFrom": [{"sourceContainer": "db"}],
+                "portMappings": [{"containerPort": 80, "hostPort": 8080, "protocol": "udp"}, {"containerPort": 81}],
+                "cpu": 512, "memory": 256.0, "memoryReservation": 128, "stopTimeout": 10, "startTimeout": 60,
+                "dockerLabels": {"com.example.tier": "front"}, "readonlyRootFilesystem": true,
+                "privileged": true, "hostname": "web-1",
+                "ulimits": [{"name": "nofile", "softLimit": 1024, "hardLimit": 4096}, {"name": "memlock", "softLimit": -1, "hardLimit": -1}],
+                "logConfiguration": {"logDriver": "json-file", "options": {"max-size": "10m"}}"#,
+            ),
+        ]
+        .join(","),
+    ))
+    .definition;
+    let web = &def.container_definitions[1];
+    assert_eq!(web.command, Some(vec!["httpd".to_owned(), "-f".to_owned()]));
+    assert_eq!(
+        web.entry_point,
+        Some(vec!["/bin/sh".to_owned(), "-c".to_owned()])
+    );
+    assert_eq!(
+        web.environment,
+        vec![
+            EnvVar {
+                name: "A".into(),
+                value: "1".into()
+            },
+            EnvVar {
+                name: "B".into(),
+                value: String::new()
+            }
+        ]
+    );
+    assert_eq!(web.working_directory.as_deref(), Some("/srv"));
+    assert_eq!(web.user.as_deref(), Some("1000:1000"));
+    assert_eq!(
+        web.depends_on,
+        vec![Dependency {
+            container_name: "db".into(),
+            condition: Condition::Healthy
+        }]
+    );
+    assert_eq!(
+        web.mount_points,
+        vec![MountPoint {
+            source_volume: "data".into(),
+            container_path: "/data".into(),
+            read_only: true
+        }]
+    );
+    assert_eq!(
+        web.volumes_from,
+        vec![VolumeFrom {
+            source_container: "db".into(),
+            read_only: false
+        }]
+    );
+    assert_eq!(
+        web.port_mappings,
+        vec![
+            PortMapping {
+                container_port: 80,
+                host_port: Some(8080),
+                protocol: Protocol::Udp
+            },
+            PortMapping {
+                container_port: 81,
+                host_port: None,
+                protocol: Protocol::Tcp
+            }
+        ]
+    );
+    assert_eq!(web.cpu, Some(512));
+    assert_eq!(web.memory, Some(256));
+    assert_eq!(web.memory_reservation, Some(128));
+    assert_eq!(web.stop_timeout, Some(10));
+    assert_eq!(web.start_timeout, Some(60));
+    assert_eq!(
+        web.docker_labels
+            .get("com.example.tier")
+            .map(String::as_str),
+        Some("front")
+    );
+    assert!(web.readonly_root_filesystem && web.privileged);
+    assert_eq!(web.hostname.as_deref(), Some("web-1"));
+    assert_eq!(
+        web.ulimits,
+        vec![
+            Ulimit {
+                name: "nofile".into(),
+                soft_limit: 1024,
+                hard_limit: 4096
+            },
+            Ulimit {
+                name: "memlock".into(),
+                soft_limit: -1,
+                hard_limit: -1
+            }
+        ]
+    );
+    let log = web.log_configuration.as_ref().map(|l| l.log_driver);
+    assert_eq!(log, Some(LogDriver::JsonFile));
+    let db = &def.container_definitions[0];
+    assert_eq!(
+        db.health_check,
+        Some(HealthCheck {
+            command: vec!["CMD".into(), "true".into()],
+            interval: 30,
+            timeout: 5,
+            retries: 3,
+            start_period: 0
+        })
+    );
+    assert_eq!(
+        def.volumes,
+        vec![Volume {
+            name: "data".into(),
+            kind: VolumeKind::Scratch
+        }]
+    );
+}
+
+#[test]
+fn environment_rules() {
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""environment": [{"name": ""}, {"name": "A=B", "value": "x"}, {"value": "v"}, {"name": "PORT", "value": 8080}]"#
+        ))),
+        vec![
+            "containerDefinitions[0].environment[0].name: must not be empty",
+            r#"containerDefinitions[0].environment[1].name: "A=B" must not contain "=""#,
+            "containerDefinitions[0].environment[2].name: missing required field",
+            "containerDefinitions[0].environment[3].value: expected a string, found a number (8080)",
+        ]
+    );
+}
+
+#[test]
+fn working_directory_must_be_absolute() {
+    assert_eq!(
+        one(&task(&c("web", r#""workingDirectory": "srv""#))),
+        r#"containerDefinitions[0].workingDirectory: must be an absolute path (starting with /), found "srv""#
+    );
+}
+
+#[test]
+fn user_must_not_be_empty() {
+    assert_eq!(
+        one(&task(&c("web", r#""user": """#))),
+        "containerDefinitions[0].user: must not be empty"
+    );
+}
+
+// --- numbers ------------------------------------------------------------------------------------
+
+#[test]
+fn negative_and_absurd_numbers() {
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""stopTimeout": -1, "startTimeout": 100000, "cpu": 300000"#
+        ))),
+        vec![
+            "containerDefinitions[0].stopTimeout: must not be negative, found -1",
+            "containerDefinitions[0].startTimeout: 100000 seconds is absurd; must be at most 86400 seconds (24 hours)",
+            "containerDefinitions[0].cpu: 300000 CPU units is absurd; must be at most 262144 CPU units (256 vCPUs)",
+        ]
+    );
+    assert_eq!(
+        one(&task(&c("web", r#""stopTimeout": 100000"#))),
+        "containerDefinitions[0].stopTimeout: 100000 seconds is absurd; must be at most 86400 seconds (24 hours)"
+    );
+}
+
+#[test]
+fn memory_limits() {
+    assert_eq!(
+        problems(&task(
+            &[
+                c("a", r#""memory": 2"#),
+                c("b", r#""memory": 5000000"#),
+                c("c", r#""memoryReservation": 3"#),
+                c("d", r#""memory": -64"#),
+                c("e", r#""memory": 64, "memoryReservation": 128"#),
+            ]
+            .join(",")
+        )),
+        vec![
+            "containerDefinitions[0].memory: must be at least 6 MiB (Docker's minimum), found 2",
+            "containerDefinitions[1].memory: 5000000 MiB is absurd; must be at most 4194304 MiB (4 TiB)",
+            "containerDefinitions[2].memoryReservation: must be at least 4 MiB, found 3",
+            "containerDefinitions[3].memory: must not be negative, found -64",
+            "containerDefinitions[4].memoryReservation: must not exceed memory (64 MiB), found 128",
+        ]
+    );
+    assert!(parse(&task(&c("web", r#""memory": 6, "memoryReservation": 4"#))).is_ok());
+}
+
+#[test]
+fn integers_only() {
+    assert_eq!(
+        one(&task(&c("web", r#""memory": 1.5"#))),
+        "containerDefinitions[0].memory: expected an integer, found a number (1.5)"
+    );
+    assert_eq!(
+        one(&task(&c("web", r#""memory": 1e300"#))),
+        "containerDefinitions[0].memory: 1e+300 MiB is absurd; must be at most 4194304 MiB (4 TiB)"
+    );
+}
+
+// --- dependencies -------------------------------------------------------------------------------
+
+#[test]
+fn dependency_on_unknown_container_lists_known_ones() {
+    assert_eq!(
+        one(&task(
+            &[
+                c("web", ""),
+                c(
+                    "init",
+                    r#""dependsOn": [{"containerName": "db", "condition": "START"}]"#
+                ),
+            ]
+            .join(",")
+        )),
+        r#"containerDefinitions[1].dependsOn[0].containerName: no container named "db" (known: web, init)"#
+    );
+}
+
+#[test]
+fn self_dependency() {
+    assert_eq!(
+        one(&task(&c(
+            "web",
+            r#""dependsOn": [{"containerName": "web", "condition": "START"}]"#
+        ))),
+        r#"containerDefinitions[0].dependsOn[0].containerName: container "web" depends on itself"#
+    );
+}
+
+#[test]
+fn unknown_condition() {
+    let base = |cond: &str| {
+        task(
+            &[
+                c("db", ""),
+                c(
+                    "web",
+                    &format!(r#""dependsOn": [{{"containerName": "db", "condition": "{cond}"}}]"#),
+                ),
+            ]
+            .join(","),
+        )
+    };
+    assert_eq!(
+        one(&base("READY")),
+        r#"containerDefinitions[1].dependsOn[0].condition: unknown condition "READY"; use START, COMPLETE, SUCCESS or HEALTHY"#
+    );
+    assert_eq!(
+        one(&base("start")),
+        r#"containerDefinitions[1].dependsOn[0].condition: unknown condition "start"; conditions are upper case: START"#
+    );
+}
+
+#[test]
+fn dependency_fields_required() {
+    assert_eq!(
+        problems(&task(
+            &[c("db", ""), c("web", r#""dependsOn": [{}]"#)].join(",")
+        )),
+        vec![
+            "containerDefinitions[1].dependsOn[0].containerName: missing required field",
+            "containerDefinitions[1].dependsOn[0].condition: missing required field; use START, COMPLETE, SUCCESS or HEALTHY",
+        ]
+    );
+}
+
+#[test]
+fn healthy_needs_a_health_check() {
+    assert_eq!(
+        one(&task(
+            &[
+                c("x", ""),
+                c(
+                    "web",
+                    r#""dependsOn": [{"containerName": "x", "condition": "HEALTHY"}]"#
+                ),
+            ]
+            .join(",")
+        )),
+        r#"containerDefinitions[1].dependsOn[0].condition: HEALTHY needs a healthCheck on container "x""#
+    );
+}
+
+#[test]
+fn complete_or_success_on_an_essential_container() {
+    assert_eq!(
+        one(&task(
+            &[
+                c("init", ""),
+                c(
+                    "web",
+                    r#""dependsOn": [{"containerName": "init", "condition": "SUCCESS"}]"#
+                ),
+            ]
+            .join(",")
+        )),
+        r#"containerDefinitions[1].dependsOn[0].condition: SUCCESS waits for container "init" to exit, but it is essential and its exit stops the task; mark it "essential": false"#
+    );
+    assert!(
+        parse(&task(
+            &[
+                c("init", r#""essential": false"#),
+                c(
+                    "web",
+                    r#""dependsOn": [{"containerName": "init", "condition": "COMPLETE"}]"#
+                ),
+            ]
+            .join(",")
+        ))
+        .is_ok()
+    );
+}
+
+#[test]
+fn dependency_listed_twice() {
+    assert_eq!(
+        one(&task(&[
+            c("db", ""),
+            c(
+                "web",
+                r#""dependsOn": [{"containerName": "db", "condition": "START"}, {"containerName": "db", "condition": "START"}]"#
+            ),
+        ]
+        .join(","))),
+        r#"containerDefinitions[1].dependsOn[1].containerName: "db" is already listed at containerDefinitions[1].dependsOn[0]"#
+    );
+}
+
+fn dep(on: &str) -> String {
+    format!(r#""dependsOn": [{{"containerName": "{on}", "condition": "START"}}]"#)
+}
+
+#[test]
+fn two_container_cycle() {
+    assert_eq!(
+        one(&task(&[c("a", &dep("b")), c("b", &dep("a"))].join(","))),
+        "containerDefinitions[0].dependsOn[0]: dependency cycle: a -> b -> a (each container waits for the next)"
+    );
+}
+
+#[test]
+fn volumes_from_takes_part_in_cycles() {
+    // b takes volumes from a (so a must be created first) while a waits for b to start.
+    assert_eq!(
+        one(&task(
+            &[
+                c("a", &dep("b")),
+                c("b", r#""volumesFrom": [{"sourceContainer": "a"}]"#),
+            ]
+            .join(",")
+        )),
+        "containerDefinitions[0].dependsOn[0]: dependency cycle: a -> b -> a (each container waits for the next)"
+    );
+}
+
+#[test]
+fn cycle_is_named_from_its_first_container() {
+    // d is outside the cycle; the cycle b -> c -> e -> b starts at b (the first defined).
+    assert_eq!(
+        one(&task(
+            &[
+                c("d", &dep("e")),
+                c("b", &dep("c")),
+                c("c", &dep("e")),
+                c("e", &dep("b")),
+            ]
+            .join(",")
+        )),
+        "containerDefinitions[1].dependsOn[0]: dependency cycle: b -> c -> e -> b (each container waits for the next)"
+    );
+}
+
+#[test]
+fn each_cycle_reported_once() {
+    assert_eq!(
+        problems(&task(
+            &[
+                c("a", &dep("b")),
+                c("b", &dep("a")),
+                c("c", &dep("d")),
+                c("d", &dep("c")),
+                c("e", ""),
+            ]
+            .join(",")
+        )),
+        vec![
+            "containerDefinitions[0].dependsOn[0]: dependency cycle: a -> b -> a (each container waits for the next)",
+            "containerDefinitions[2].dependsOn[0]: dependency cycle: c -> d -> c (each container waits for the next)",
+        ]
+    );
+}
+
+#[test]
+fn no_essential_container() {
+    assert_eq!(
+        one(&task(
+            &[
+                c("a", r#""essential": false"#),
+                c("b", r#""essential": false"#)
+            ]
+            .join(",")
+        )),
+        r#"containerDefinitions: no essential container; mark at least one container "essential": true"#
+    );
+}
+
+#[test]
+fn duplicate_container_names() {
+    assert_eq!(
+        one(&task(&[c("web", ""), c("db", ""), c("web", "")].join(","))),
+        r#"containerDefinitions[2].name: duplicate container name "web" (also containerDefinitions[0])"#
+    );
+}
+
+// --- health checks ------------------------------------------------------------------------------
+
+fn hc(body: &str) -> String {
+    task(&c("web", &format!(r#""healthCheck": {body}"#)))
+}
+
+#[test]
+fn health_check_bounds() {
+    assert_eq!(
+        problems(&hc(
+            r#"{"command": ["CMD", "true"], "interval": 4, "timeout": 61, "retries": 0, "startPeriod": 301}"#
+        )),
+        vec![
+            "containerDefinitions[0].healthCheck.interval: must be at least 5 seconds, found 4",
+            "containerDefinitions[0].healthCheck.timeout: must be at most 60 seconds, found 61",
+            "containerDefinitions[0].healthCheck.retries: must be at least 1, found 0",
+            "containerDefinitions[0].healthCheck.startPeriod: must be at most 300 seconds, found 301",
+        ]
+    );
+    assert_eq!(
+        problems(&hc(
+            r#"{"command": ["CMD", "true"], "interval": 301, "timeout": 1, "retries": 11}"#
+        )),
+        vec![
+            "containerDefinitions[0].healthCheck.interval: must be at most 300 seconds, found 301",
+            "containerDefinitions[0].healthCheck.timeout: must be at least 2 seconds, found 1",
+            "containerDefinitions[0].healthCheck.retries: must be at most 10, found 11",
+        ]
+    );
+    let def = valid(&hc(
+        r#"{"command": ["CMD-SHELL", "true"], "interval": 5, "timeout": 2, "retries": 10, "startPeriod": 300}"#,
+    ))
+    .definition;
+    assert_eq!(
+        def.container_definitions[0].health_check,
+        Some(HealthCheck {
+            command: vec!["CMD-SHELL".into(), "true".into()],
+            interval: 5,
+            timeout: 2,
+            retries: 10,
+            start_period: 300
+        })
+    );
+}
+
+#[test]
+fn health_check_command() {
+    assert_eq!(
+        one(&hc("{}")),
+        r#"containerDefinitions[0].healthCheck.command: missing required field; for example ["CMD-SHELL", "curl -f http://localhost/ || exit 1"]"#
+    );
+    assert_eq!(
+        one(&hc(r#"{"command": []}"#)),
+        r#"containerDefinitions[0].healthCheck.command: must not be empty; use ["CMD-SHELL", "shell command"] or ["CMD", "program", "arg"...]"#
+    );
+    assert_eq!(
+        one(&hc(r#"{"command": ["curl", "-f", "http://localhost/"]}"#)),
+        r#"containerDefinitions[0].healthCheck.command[0]: must be "CMD" or "CMD-SHELL", found "curl""#
+    );
+    assert_eq!(
+        one(&hc(r#"{"command": ["CMD-SHELL", "curl", "-f"]}"#)),
+        r#"containerDefinitions[0].healthCheck.command: "CMD-SHELL" must be followed by exactly one string (the shell command), found 2"#
+    );
+    assert_eq!(
+        one(&hc(r#"{"command": ["CMD"]}"#)),
+        r#"containerDefinitions[0].healthCheck.command: "CMD" must be followed by the program to run and its arguments"#
+    );
+    assert_eq!(
+        one(&hc(r#"{"command": ["CMD-SHELL", ""]}"#)),
+        "containerDefinitions[0].healthCheck.command[1]: must not be empty"
+    );
+    assert_eq!(
+        one(&hc(r#"{"command": "true"}"#)),
+        r#"containerDefinitions[0].healthCheck.command: expected an array, found a string ("true")"#
+    );
+}
+
+#[test]
+fn invalid_health_check_still_counts_for_healthy() {
+    // The healthCheck is broken, which is reported; HEALTHY on it is not reported twice.
+    assert_eq!(
+        one(&task(
+            &[
+                c(
+                    "db",
+                    r#""essential": false, "healthCheck": {"command": []}"#
+                ),
+                c(
+                    "web",
+                    r#""dependsOn": [{"containerName": "db", "condition": "HEALTHY"}]"#
+                ),
+            ]
+            .join(",")
+        )),
+        r#"containerDefinitions[0].healthCheck.command: must not be empty; use ["CMD-SHELL", "shell command"] or ["CMD", "program", "arg"...]"#
+    );
+}
+
+// --- mounts and volumes -------------------------------------------------------------------------
+
+#[test]
+fn mount_point_naming_an_undefined_volume() {
+    assert_eq!(
+        one(&task_with(
+            r#""volumes": [{"name": "data"}, {"name": "logs"}]"#,
+            &c(
+                "web",
+                r#""mountPoints": [{"sourceVolume": "dta", "containerPath": "/data"}]"#
+            )
+        )),
+        r#"containerDefinitions[0].mountPoints[0].sourceVolume: no volume named "dta" (known: data, logs)"#
+    );
+    assert_eq!(
+        one(&task(&c(
+            "web",
+            r#""mountPoints": [{"sourceVolume": "data", "containerPath": "/data"}]"#
+        ))),
+        r#"containerDefinitions[0].mountPoints[0].sourceVolume: no volume named "data" (no volumes are defined)"#
+    );
+}
+
+#[test]
+fn mount_point_rules() {
+    assert_eq!(
+        problems(&task_with(
+            r#""volumes": [{"name": "data"}]"#,
+            &c(
+                "web",
+                r#""mountPoints": [{"sourceVolume": "data", "containerPath": "data"}, {"sourceVolume": "data", "containerPath": "/d"}, {"sourceVolume": "data", "containerPath": "/d/"}, {"readOnly": "no"}]"#
+            )
+        )),
+        vec![
+            r#"containerDefinitions[0].mountPoints[0].containerPath: must be an absolute path (starting with /), found "data""#,
+            r#"containerDefinitions[0].mountPoints[2].containerPath: "/d/" is already mounted by containerDefinitions[0].mountPoints[1]"#,
+            "containerDefinitions[0].mountPoints[3].sourceVolume: missing required field",
+            "containerDefinitions[0].mountPoints[3].containerPath: missing required field",
+            r#"containerDefinitions[0].mountPoints[3].readOnly: expected a boolean, found a string ("no")"#,
+        ]
+    );
+}
+
+#[test]
+fn volumes_from_rules() {
+    assert_eq!(
+        problems(&task(
+            &[
+                c("a", r#""volumesFrom": [{"sourceContainer": "a"}]"#),
+                c(
+                    "b",
+                    r#""volumesFrom": [{"sourceContainer": "zz", "readOnly": true}, {}]"#
+                ),
+            ]
+            .join(",")
+        )),
+        vec![
+            "containerDefinitions[0].volumesFrom[0].sourceContainer: a container cannot take volumes from itself",
+            r#"containerDefinitions[1].volumesFrom[0].sourceContainer: no container named "zz" (known: a, b)"#,
+            "containerDefinitions[1].volumesFrom[1].sourceContainer: missing required field",
+        ]
+    );
+}
+
+fn vol(body: &str) -> String {
+    task_with(&format!(r#""volumes": [{body}]"#), &c("web", ""))
+}
+
+#[test]
+fn volume_kinds() {
+    let def = valid(&task_with(
+        r#""volumes": [
+            {"name": "a"},
+            {"name": "b", "host": {}},
+            {"name": "c", "host": {"sourcePath": "/srv/c"}},
+            {"name": "d", "dockerVolumeConfiguration": {}},
+            {"name": "e", "dockerVolumeConfiguration": {"scope": "shared", "autoprovision": true, "driver": "berth", "driverOpts": {"size": "1G"}, "labels": {"x": "y"}}},
+            {"name": "f", "efsVolumeConfiguration": {"fileSystemId": "fs-1"}},
+            {"name": "g", "efsVolumeConfiguration": {"fileSystemId": "fs-2", "rootDirectory": "/exports", "transitEncryption": "ENABLED", "authorizationConfig": {"iam": "ENABLED"}}}
+        ]"#,
+        &c("web", ""),
+    ))
+    .definition;
+    let kinds: Vec<&VolumeKind> = def.volumes.iter().map(|v| &v.kind).collect();
+    assert_eq!(kinds[0], &VolumeKind::Scratch);
+    assert_eq!(kinds[1], &VolumeKind::Scratch);
+    assert_eq!(
+        kinds[2],
+        &VolumeKind::Host {
+            source_path: "/srv/c".into()
+        }
+    );
+    assert_eq!(
+        kinds[3],
+        &VolumeKind::Docker(DockerVolumeConfiguration {
+            scope: VolumeScope::Task,
+            autoprovision: false,
+            driver: "local".into(),
+            driver_opts: BTreeMap::new(),
+            labels: BTreeMap::new(),
+        })
+    );
+    let VolumeKind::Docker(e) = kinds[4] else {
+        panic!("expected a docker volume, got {:?}", kinds[4]);
+    };
+    assert_eq!(e.scope, VolumeScope::Shared);
+    assert!(e.autoprovision);
+    assert_eq!(e.driver, "berth");
+    assert_eq!(e.driver_opts.get("size").map(String::as_str), Some("1G"));
+    assert_eq!(
+        kinds[5],
+        &VolumeKind::Efs(EfsVolumeConfiguration {
+            file_system_id: "fs-1".into(),
+            root_directory: "/".into(),
+            transit_encryption: false,
+            access_point_id: None,
+            iam: false,
+        })
+    );
+    assert_eq!(
+        kinds[6],
+        &VolumeKind::Efs(EfsVolumeConfiguration {
+            file_system_id: "fs-2".into(),
+            root_directory: "/exports".into(),
+            transit_encryption: true,
+            access_point_id: None,
+            iam: true,
+        })
+    );
+}
+
+#[test]
+fn volume_names() {
+    assert_eq!(
+        problems(&vol(
+            r#"{"name": "data"}, {"name": "data"}, {"name": "my data"}, {}"#
+        )),
+        vec![
+            r#"volumes[1].name: duplicate volume name "data" (also volumes[0])"#,
+            r#"volumes[2].name: "my data" is not a valid volume name; use 1 to 255 letters, digits, hyphens and underscores"#,
+            "volumes[3].name: missing required field",
+        ]
+    );
+}
+
+#[test]
+fn host_source_path_must_be_absolute() {
+    assert_eq!(
+        one(&vol(r#"{"name": "d", "host": {"sourcePath": "srv"}}"#)),
+        r#"volumes[0].host.sourcePath: must be an absolute path (starting with /), found "srv""#
+    );
+}
+
+#[test]
+fn docker_volume_rules() {
+    assert_eq!(
+        one(&vol(
+            r#"{"name": "d", "dockerVolumeConfiguration": {"autoprovision": true}}"#
+        )),
+        r#"volumes[0].dockerVolumeConfiguration.autoprovision: autoprovision only applies to "scope": "shared" volumes; task-scoped volumes are always created"#
+    );
+    assert_eq!(
+        problems(&vol(
+            r#"{"name": "d", "dockerVolumeConfiguration": {"scope": "global", "driver": "", "labels": {"a": 1}}}"#
+        )),
+        vec![
+            r#"volumes[0].dockerVolumeConfiguration.scope: unknown scope "global"; use task or shared"#,
+            "volumes[0].dockerVolumeConfiguration.driver: must not be empty",
+            "volumes[0].dockerVolumeConfiguration.labels.a: expected a string, found a number (1)",
+        ]
+    );
+}
+
+#[test]
+fn efs_volume_rules() {
+    assert_eq!(
+        one(&vol(r#"{"name": "d", "efsVolumeConfiguration": {}}"#)),
+        "volumes[0].efsVolumeConfiguration.fileSystemId: missing required field"
+    );
+    assert_eq!(
+        one(&vol(
+            r#"{"name": "d", "efsVolumeConfiguration": {"fileSystemId": "fs-1", "authorizationConfig": {"accessPointId": "fsap-1"}}}"#
+        )),
+        "volumes[0].efsVolumeConfiguration.transitEncryption: must be ENABLED when authorizationConfig uses an access point or IAM"
+    );
+    assert_eq!(
+        one(&vol(
+            r#"{"name": "d", "efsVolumeConfiguration": {"fileSystemId": "fs-1", "transitEncryption": "DISABLED", "authorizationConfig": {"iam": "ENABLED"}}}"#
+        )),
+        "volumes[0].efsVolumeConfiguration.transitEncryption: must be ENABLED when authorizationConfig uses an access point or IAM"
+    );
+    assert_eq!(
+        one(&vol(
+            r#"{"name": "d", "efsVolumeConfiguration": {"fileSystemId": "fs-1", "rootDirectory": "/x", "transitEncryption": "ENABLED", "authorizationConfig": {"accessPointId": "fsap-1"}}}"#
+        )),
+        r#"volumes[0].efsVolumeConfiguration.rootDirectory: must be left out or "/" when authorizationConfig names an access point (the access point sets the root)"#
+    );
+    assert_eq!(
+        one(&vol(
+            r#"{"name": "d", "efsVolumeConfiguration": {"fileSystemId": "fs-1", "transitEncryption": "yes"}}"#
+        )),
+        r#"volumes[0].efsVolumeConfiguration.transitEncryption: must be ENABLED or DISABLED, found "yes""#
+    );
+}
+
+#[test]
+fn one_configuration_per_volume() {
+    assert_eq!(
+        one(&vol(
+            r#"{"name": "d", "host": {}, "efsVolumeConfiguration": {"fileSystemId": "fs-1"}}"#
+        )),
+        "volumes[0].efsVolumeConfiguration: a volume takes only one of host, dockerVolumeConfiguration or efsVolumeConfiguration; this one already has host"
+    );
+}
+
+#[test]
+fn fsx_volumes_are_unsupported() {
+    assert_eq!(
+        one(&vol(
+            r#"{"name": "d", "fsxWindowsFileServerVolumeConfiguration": {"fileSystemId": "fs-1"}}"#
+        )),
+        "volumes[0].fsxWindowsFileServerVolumeConfiguration: fsxWindowsFileServerVolumeConfiguration is not supported by berth"
+    );
+}
+
+// --- ports --------------------------------------------------------------------------------------
+
+fn ports(mode: &str, containers: &[(&str, &str)]) -> String {
+    task_with(
+        &format!(r#""networkMode": "{mode}""#),
+        &containers
+            .iter()
+            .map(|(name, mappings)| c(name, &format!(r#""portMappings": [{mappings}]"#)))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+#[test]
+fn port_ranges_and_protocol() {
+    assert_eq!(
+        problems(&ports(
+            "bridge",
+            &[(
+                "web",
+                r#"{"containerPort": 0}, {"containerPort": 70000}, {"containerPort": 80, "hostPort": -1}, {"containerPort": 80, "protocol": "sctp"}, {"hostPort": 80}"#
+            )]
+        )),
+        vec![
+            "containerDefinitions[0].portMappings[0].containerPort: must be at least 1, found 0",
+            "containerDefinitions[0].portMappings[1].containerPort: must be at most 65535, found 70000",
+            "containerDefinitions[0].portMappings[2].hostPort: must not be negative, found -1",
+            r#"containerDefinitions[0].portMappings[3].protocol: unknown protocol "sctp"; use tcp or udp"#,
+            "containerDefinitions[0].portMappings[4].containerPort: missing required field",
+        ]
+    );
+}
+
+#[test]
+fn duplicate_host_ports_in_bridge_mode() {
+    assert_eq!(
+        one(&ports(
+            "bridge",
+            &[
+                ("a", r#"{"containerPort": 80, "hostPort": 8080}"#),
+                (
+                    "b",
+                    r#"{"containerPort": 81, "hostPort": 8080, "protocol": "udp"}, {"containerPort": 82, "hostPort": 0}, {"containerPort": 83, "hostPort": 0}, {"containerPort": 80}, {"containerPort": 84, "hostPort": 8080}"#
+                ),
+            ]
+        )),
+        "containerDefinitions[1].portMappings[4].hostPort: host port 8080/tcp is already used by containerDefinitions[0].portMappings[0]"
+    );
+}
+
+#[test]
+fn host_mode_ports() {
+    assert_eq!(
+        problems(&ports(
+            "host",
+            &[
+                (
+                    "a",
+                    r#"{"containerPort": 80}, {"containerPort": 81, "hostPort": 8081}"#
+                ),
+                ("b", r#"{"containerPort": 80, "hostPort": 80}"#),
+            ]
+        )),
+        vec![
+            "containerDefinitions[0].portMappings[1].hostPort: in host network mode hostPort must be left out or equal containerPort (81), found 8081",
+            "containerDefinitions[1].portMappings[0].hostPort: host port 80/tcp is already used by containerDefinitions[0].portMappings[0]",
+        ]
+    );
+    assert_eq!(
+        one(&ports(
+            "host",
+            &[
+                ("a", r#"{"containerPort": 80}"#),
+                ("b", r#"{"containerPort": 80}"#)
+            ]
+        )),
+        "containerDefinitions[1].portMappings[0].containerPort: host port 80/tcp is already used by containerDefinitions[0].portMappings[0]"
+    );
+    // The same container port is fine in bridge mode without host ports.
+    assert!(
+        parse(&ports(
+            "bridge",
+            &[
+                ("a", r#"{"containerPort": 80}"#),
+                ("b", r#"{"containerPort": 80}"#)
+            ]
+        ))
+        .is_ok()
+    );
+}
+
+#[test]
+fn none_mode_has_no_ports() {
+    assert_eq!(
+        one(&ports("none", &[("a", r#"{"containerPort": 80}"#)])),
+        "containerDefinitions[0].portMappings: port mappings need network mode bridge or host; this task uses none"
+    );
+}
+
+#[test]
+fn hostname_in_host_mode() {
+    assert_eq!(
+        one(&task_with(
+            r#""networkMode": "host""#,
+            &c("web", r#""hostname": "web""#)
+        )),
+        "containerDefinitions[0].hostname: hostname cannot be set in host network mode (the container uses the host's name)"
+    );
+    assert_eq!(
+        one(&task(&c("web", r#""hostname": "a b""#))),
+        r#"containerDefinitions[0].hostname: "a b" is not a valid hostname"#
+    );
+}
+
+// --- ulimits, labels, logging -------------------------------------------------------------------
+
+#[test]
+fn ulimit_rules() {
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""ulimits": [
+                {"name": "files", "softLimit": 1, "hardLimit": 1},
+                {"name": "nofile", "softLimit": 2048, "hardLimit": 1024},
+                {"name": "nproc", "softLimit": -5, "hardLimit": 10},
+                {"name": "nofile", "softLimit": 1, "hardLimit": 1},
+                {"name": "core", "softLimit": -1, "hardLimit": 0},
+                {"name": "stack"}
+            ]"#
+        ))),
+        vec![
+            r#"containerDefinitions[0].ulimits[0].name: unknown ulimit "files"; use one of core, cpu, data, fsize, locks, memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack"#,
+            "containerDefinitions[0].ulimits[1].softLimit: softLimit (2048) must not exceed hardLimit (1024)",
+            "containerDefinitions[0].ulimits[2].softLimit: must be -1 (unlimited) or not negative, found -5",
+            r#"containerDefinitions[0].ulimits[3].name: duplicate ulimit "nofile" (also containerDefinitions[0].ulimits[1])"#,
+            "containerDefinitions[0].ulimits[4].softLimit: softLimit (-1) must not exceed hardLimit (0)",
+            "containerDefinitions[0].ulimits[5].softLimit: missing required field",
+            "containerDefinitions[0].ulimits[5].hardLimit: missing required field",
+        ]
+    );
+}
+
+#[test]
+fn docker_labels_must_be_strings() {
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""dockerLabels": {"com.example.port": 80, "plain": true, "ok": "yes"}"#
+        ))),
+        vec![
+            r#"containerDefinitions[0].dockerLabels["com.example.port"]: expected a string, found a number (80)"#,
+            "containerDefinitions[0].dockerLabels.plain: expected a string, found a boolean (true)",
+        ]
+    );
+}
+
+#[test]
+fn log_configuration_rules() {
+    assert_eq!(
+        one(&task(&c(
+            "web",
+            r#""logConfiguration": {"logDriver": "awslogs", "options": {"awslogs-group": "g"}}"#
+        ))),
+        r#"containerDefinitions[0].logConfiguration.logDriver: log driver "awslogs" is not supported by berth; use json-file, local or none"#
+    );
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""logConfiguration": {"options": {"max-size": 10}, "secretOptions": [{"name": "x", "valueFrom": "y"}]}"#
+        ))),
+        vec![
+            "containerDefinitions[0].logConfiguration.logDriver: missing required field; use json-file, local or none",
+            "containerDefinitions[0].logConfiguration.options.max-size: expected a string, found a number (10)",
+            "containerDefinitions[0].logConfiguration.secretOptions: secretOptions is not supported by berth",
+        ]
+    );
+    for driver in ["json-file", "local", "none"] {
+        assert!(
+            parse(&task(&c(
+                "web",
+                &format!(r#""logConfiguration": {{"logDriver": "{driver}"}}"#)
+            )))
+            .is_ok()
+        );
+    }
+}
+
+// --- unknown, ignored and unsupported fields ----------------------------------------------------
+
+#[test]
+fn unknown_fields_warn_once_each_at_every_level() {
+    let text = task_with(
+        r#""colour": "blue", "volumes": [{"name": "d", "size": 3, "host": {"sourcePath": "/x", "mode": "rw"}}]"#,
+        &c(
+            "web",
+            r#""healthcheck": {}, "portMappings": [{"containerPort": 80, "name": "http"}], "dependsOn": [], "x": 1"#,
+        ),
+    );
+    assert_eq!(
+        warnings(&text),
+        vec![
+            "colour: unknown field, ignored",
+            "volumes[0].size: unknown field, ignored",
+            "volumes[0].host.mode: unknown field, ignored",
+            r#"containerDefinitions[0].healthcheck: unknown field, ignored (did you mean "healthCheck"?)"#,
+            "containerDefinitions[0].portMappings[0].name: not used by berth, ignored",
+            "containerDefinitions[0].x: unknown field, ignored",
+        ]
+    );
+}
+
+#[test]
+fn ecs_fields_berth_does_not_use() {
+    let text = task_with(
+        r#""taskRoleArn": "arn:x", "executionRoleArn": "arn:y", "requiresCompatibilities": ["EC2"], "runtimePlatform": {}"#,
+        &c(
+            "web",
+            r#""links": ["db"], "disableNetworking": false, "linuxParameters": {"initProcessEnabled": true}"#,
+        ),
+    );
+    assert_eq!(
+        warnings(&text),
+        vec![
+            "taskRoleArn: not used by berth, ignored",
+            "executionRoleArn: not used by berth, ignored",
+            "requiresCompatibilities: not used by berth, ignored",
+            "runtimePlatform: not used by berth, ignored",
+            "containerDefinitions[0].links: not used by berth, ignored",
+            "containerDefinitions[0].disableNetworking: not used by berth, ignored",
+            "containerDefinitions[0].linuxParameters: not used by berth, ignored",
+        ]
+    );
+}
+
+#[test]
+fn fields_berth_cannot_honour_are_errors() {
+    assert_eq!(
+        problems(&task_with(
+            r#""proxyConfiguration": {"containerName": "envoy"}"#,
+            &c(
+                "web",
+                r#""secrets": [{"name": "A", "valueFrom": "arn:s"}], "repositoryCredentials": {"credentialsParameter": "arn:c"}"#
+            )
+        )),
+        vec![
+            "proxyConfiguration: proxyConfiguration is not supported by berth",
+            "containerDefinitions[0].secrets: secrets is not supported by berth",
+            "containerDefinitions[0].repositoryCredentials: repositoryCredentials is not supported by berth",
+        ]
+    );
+    // Empty or null: nothing to honour.
+    assert!(
+        parse(&task(&c(
+            "web",
+            r#""secrets": [], "repositoryCredentials": null"#
+        )))
+        .is_ok()
+    );
+}
+
+#[test]
+fn duplicate_keys_are_errors() {
+    assert_eq!(
+        one(&task(&c("web", r#""essential": true, "essential": false"#))),
+        "containerDefinitions[0].essential: duplicate field: it appears more than once in this object; keep one"
+    );
+}
+
+// --- all together, in order ---------------------------------------------------------------------
+
+#[test]
+fn every_problem_at_once_in_document_order() {
+    let text = r#"{
+        "family": "bad family",
+        "networkMode": "awsvpc",
+        "containerDefinitions": [
+            {"name": "web", "image": "busybox", "essential": false,
+             "dependsOn": [{"containerName": "db", "condition": "START"}, {"containerName": "side", "condition": "HEALTHY"}],
+             "mountPoints": [{"sourceVolume": "nope", "containerPath": "/x"}],
+             "stopTimeout": -3},
+            {"name": "side", "image": "", "essential": false},
+            {"name": "web", "image": "busybox", "essential": false, "dependsOn": [{"containerName": "web", "condition": "START"}]}
+        ],
+        "volumes": [{"name": "v"}, {"name": "v"}]
+    }"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            r#"family: "bad family" is not a valid family name; use 1 to 255 letters, digits, hyphens and underscores"#,
+            "networkMode: awsvpc network mode is not supported by berth; use bridge, host or none",
+            r#"containerDefinitions[0].dependsOn[0].containerName: no container named "db" (known: web, side)"#,
+            r#"containerDefinitions[0].dependsOn[1].condition: HEALTHY needs a healthCheck on container "side""#,
+            r#"containerDefinitions[0].mountPoints[0].sourceVolume: no volume named "nope" (known: v)"#,
+            "containerDefinitions[0].stopTimeout: must not be negative, found -3",
+            "containerDefinitions[1].image: must not be empty",
+            r#"containerDefinitions[2].name: duplicate container name "web" (also containerDefinitions[0])"#,
+            r#"containerDefinitions[2].dependsOn[0].containerName: container "web" depends on itself"#,
+            r#"containerDefinitions: no essential container; mark at least one container "essential": true"#,
+            r#"volumes[1].name: duplicate volume name "v" (also volumes[0])"#,
+        ]
+    );
+}
+
+#[test]
+fn parsing_is_deterministic() {
+    let text = task(
+        &[
+            c("a", &dep("b")),
+            c("b", &dep("c")),
+            c("c", &dep("a")),
+            c("d", r#""essential": "x", "q": 1, "r": 2"#),
+        ]
+        .join(","),
+    );
+    let first = parse(&text);
+    for _ in 0..5 {
+        assert_eq!(parse(&text), first);
+    }
+}
+
+#[test]
+fn paths_helpers() {
+    assert_eq!(key_path("", "family"), "family");
+    assert_eq!(key_path("a[0]", "b"), "a[0].b");
+    assert_eq!(key_path("labels", "com.x"), r#"labels["com.x"]"#);
+    assert_eq!(key_path("", ""), r#"[""]"#);
+    assert_eq!(parent_path("a[0].b"), Some("a[0]"));
+    assert_eq!(parent_path("a[0]"), Some("a"));
+    assert_eq!(parent_path("a"), Some(""));
+    assert_eq!(parent_path(""), None);
+}
+
+#[test]
+fn edit_distance_examples() {
+    assert_eq!(edit_distance("healthcheck", "healthcheck"), 0);
+    assert_eq!(edit_distance("imgae", "image"), 2);
+    assert_eq!(edit_distance("", "abc"), 3);
+    assert_eq!(
+        unknown_field_message("imgae", CONTAINER.known),
+        r#"unknown field, ignored (did you mean "image"?)"#
+    );
+    assert_eq!(
+        unknown_field_message("zzz", CONTAINER.known),
+        "unknown field, ignored"
+    );
+}

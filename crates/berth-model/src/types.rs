@@ -1,0 +1,280 @@
+//! The validated task definition: plain data that the rest of berth consumes.
+//!
+//! Values of these types only come out of [`crate::parse()`], so every invariant checked by validation
+//! holds (names unique and well-formed, dependencies acyclic and pointing at known containers, mount
+//! points naming defined volumes, numbers in range). They serialize with ECS's camelCase names so the
+//! store can keep them and the API can show them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A whole task definition (ECS `RegisterTaskDefinition` shape, the subset berth honours).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskDefinition {
+    pub family: String,
+    /// ECS revision; 0 when the file does not say.
+    pub revision: u32,
+    pub container_definitions: Vec<ContainerDefinition>,
+    pub volumes: Vec<Volume>,
+    pub network_mode: NetworkMode,
+    /// Task-level CPU units, as ECS writes them (a string such as "256" or "1 vCPU").
+    pub cpu: Option<String>,
+    /// Task-level memory, as ECS writes it (a string such as "512" (MiB) or "1 GB").
+    pub memory: Option<String>,
+}
+
+impl TaskDefinition {
+    /// The container with this name, if any.
+    pub fn container(&self, name: &str) -> Option<&ContainerDefinition> {
+        self.container_definitions.iter().find(|c| c.name == name)
+    }
+
+    /// The volume with this name, if any.
+    pub fn volume(&self, name: &str) -> Option<&Volume> {
+        self.volumes.iter().find(|v| v.name == name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    #[default]
+    Bridge,
+    Host,
+    None,
+}
+
+impl NetworkMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Bridge => "bridge",
+            NetworkMode::Host => "host",
+            NetworkMode::None => "none",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerDefinition {
+    pub name: String,
+    pub image: String,
+    /// Defaults to true, as in ECS.
+    pub essential: bool,
+    pub command: Option<Vec<String>>,
+    pub entry_point: Option<Vec<String>>,
+    /// In the order given; later duplicates win when handed to Docker.
+    pub environment: Vec<EnvVar>,
+    pub working_directory: Option<String>,
+    pub user: Option<String>,
+    pub depends_on: Vec<Dependency>,
+    pub health_check: Option<HealthCheck>,
+    pub mount_points: Vec<MountPoint>,
+    pub volumes_from: Vec<VolumeFrom>,
+    pub port_mappings: Vec<PortMapping>,
+    /// CPU units (1024 = one core), mapped to Docker CPU shares.
+    pub cpu: Option<u32>,
+    /// Hard memory limit in MiB.
+    pub memory: Option<u64>,
+    /// Soft memory limit in MiB.
+    pub memory_reservation: Option<u64>,
+    /// Seconds between SIGTERM and SIGKILL; None = the agent default (30 s).
+    pub stop_timeout: Option<u32>,
+    /// Seconds this container may take to reach its dependents' condition; None = no limit.
+    pub start_timeout: Option<u32>,
+    pub docker_labels: BTreeMap<String, String>,
+    pub readonly_root_filesystem: bool,
+    pub privileged: bool,
+    pub hostname: Option<String>,
+    pub ulimits: Vec<Ulimit>,
+    pub log_configuration: Option<LogConfiguration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dependency {
+    pub container_name: String,
+    pub condition: Condition,
+}
+
+/// A `dependsOn` condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Condition {
+    /// The dependency has started (or already ran and stopped).
+    Start,
+    /// The dependency has stopped, whatever its exit code.
+    Complete,
+    /// The dependency has stopped with exit code 0.
+    Success,
+    /// The dependency's health check reports healthy.
+    Healthy,
+}
+
+impl Condition {
+    pub const ALL: [Condition; 4] = [
+        Condition::Start,
+        Condition::Complete,
+        Condition::Success,
+        Condition::Healthy,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Condition::Start => "START",
+            Condition::Complete => "COMPLETE",
+            Condition::Success => "SUCCESS",
+            Condition::Healthy => "HEALTHY",
+        }
+    }
+}
+
+/// A health check in ECS units (seconds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheck {
+    /// `["CMD-SHELL", "..."]` or `["CMD", "prog", "arg"...]`, as in ECS and Docker.
+    pub command: Vec<String>,
+    /// Seconds; ECS default 30.
+    pub interval: u32,
+    /// Seconds; ECS default 5.
+    pub timeout: u32,
+    /// ECS default 3.
+    pub retries: u32,
+    /// Seconds; ECS default 0.
+    pub start_period: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountPoint {
+    pub source_volume: String,
+    pub container_path: String,
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeFrom {
+    pub source_container: String,
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortMapping {
+    pub container_port: u16,
+    /// None or 0 = an ephemeral host port chosen by Docker (bridge mode).
+    pub host_port: Option<u16>,
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ulimit {
+    pub name: String,
+    pub soft_limit: i64,
+    pub hard_limit: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LogDriver {
+    #[serde(rename = "json-file")]
+    JsonFile,
+    #[serde(rename = "local")]
+    Local,
+    #[serde(rename = "none")]
+    None,
+}
+
+impl LogDriver {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogDriver::JsonFile => "json-file",
+            LogDriver::Local => "local",
+            LogDriver::None => "none",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogConfiguration {
+    pub log_driver: LogDriver,
+    pub options: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    pub name: String,
+    pub kind: VolumeKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum VolumeKind {
+    /// A host path bind-mounted into containers.
+    Host {
+        source_path: String,
+    },
+    /// `host` without `sourcePath` (or no configuration at all): a directory private to the task.
+    Scratch,
+    Docker(DockerVolumeConfiguration),
+    Efs(EfsVolumeConfiguration),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeScope {
+    /// Created for the task and removed at its cleanup.
+    #[default]
+    Task,
+    /// Outlives tasks; created only with `autoprovision` when missing.
+    Shared,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerVolumeConfiguration {
+    pub scope: VolumeScope,
+    pub autoprovision: bool,
+    /// Defaults to "local".
+    pub driver: String,
+    pub driver_opts: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EfsVolumeConfiguration {
+    pub file_system_id: String,
+    /// Defaults to "/".
+    pub root_directory: String,
+    pub transit_encryption: bool,
+    pub access_point_id: Option<String>,
+    pub iam: bool,
+}

@@ -1,0 +1,185 @@
+//! `berth run FILE`: run one task in-process on the local Docker Engine until it has STOPPED, show
+//! its story (live lines, then a summary table and a timeline; or JSON lines), clean up, and exit with
+//! the task's exit status.
+//!
+//! Exit status: 65 invalid definition, 66 unreadable (nothing started); 125 when the task stopped before its
+//! essential containers could run, or Docker cannot be reached; otherwise the exit code of the
+//! essential container whose exit stopped the task. First SIGINT/SIGTERM stops the task cleanly, a
+//! second one kills its containers.
+
+use crate::output::{self, Output};
+use anyhow::Context;
+use berth_engine::report::{self, Report, now_ms};
+use berth_engine::{Command, Options, RunConfig, TaskState};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, watch};
+
+/// Exit status when the task could not run (ECS-style start failure) or Docker is unreachable.
+pub const EXIT_NOT_RUN: u8 = 125;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  berth run examples/web-app.json\n  berth run --output json --keep examples/minimal.json\n\nExit status: 65 invalid definition; 125 the task stopped before its essential containers ran\n(pull, create, start or dependency failure); otherwise the exit code of the essential container\nwhose exit stopped the task."
+)]
+pub struct Args {
+    /// The task definition (ECS JSON, bare or as printed by `aws ecs describe-task-definition`);
+    /// `-` reads standard input.
+    pub file: PathBuf,
+
+    /// Where berth keeps task directories (scratch volumes live in DATA_DIR/tasks/<task-id>/).
+    /// Default: /var/lib/berth as root, else $XDG_STATE_HOME/berth.
+    #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// The Docker Engine to use (unix:///var/run/docker.sock, tcp://host:port).
+    /// Default: DOCKER_HOST, else the local socket.
+    #[arg(long, value_name = "URI")]
+    pub docker_host: Option<String>,
+
+    /// Leave the containers and the task directory after the task stops (to read logs, inspect).
+    #[arg(long)]
+    pub keep: bool,
+
+    /// How to show progress: `text` for people, `json` for one JSON object per line.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+
+    /// Pull every image of the task at start, instead of each once its dependencies allow.
+    #[arg(long, env = "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT")]
+    pub pull_dependent_upfront: bool,
+}
+
+/// The default data directory: /var/lib/berth for root, else $XDG_STATE_HOME/berth.
+pub fn default_data_dir() -> PathBuf {
+    if rustix::process::geteuid().is_root() {
+        return PathBuf::from("/var/lib/berth");
+    }
+    match std::env::var_os("XDG_STATE_HOME") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("berth"),
+        _ => std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(".local/state/berth"))
+            .unwrap_or_else(|| PathBuf::from(".berth")),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let parsed = match crate::input::load(&args.file) {
+        Ok(parsed) => parsed,
+        Err(code) => return Ok(code),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run_async(args, parsed.definition))
+}
+
+async fn run_async(
+    args: Args,
+    definition: berth_model::TaskDefinition,
+) -> anyhow::Result<ExitCode> {
+    let docker = match berth_docker::connect(args.docker_host.as_deref()).await {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "berth: cannot reach the Docker Engine: {e}\n  is dockerd running? (`docker info` tells; --docker-host or DOCKER_HOST choose another)"
+            );
+            return Ok(ExitCode::from(EXIT_NOT_RUN));
+        }
+    };
+    let rt = Arc::new(berth_docker::DockerRuntime::new(docker));
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    std::fs::create_dir_all(data_dir.join("tasks"))
+        .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+
+    let state = TaskState::new(berth_engine::new_task_id(), definition, now_ms());
+    let task_id = state.id.clone();
+    let (report_tx, mut report_rx) = mpsc::unbounded_channel::<Report>();
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(8);
+    let (snap_tx, _snap_rx) = watch::channel(state.clone());
+    let config = RunConfig {
+        data_dir: data_dir.clone(),
+        options: Options {
+            pull_upfront: args.pull_dependent_upfront,
+        },
+    };
+    let out = args.output;
+    if out == Output::Text {
+        println!(
+            "task {task_id} ({}:{}) — {} container(s)",
+            state.definition.family,
+            state.definition.revision,
+            state.containers.len()
+        );
+    }
+    let printer = tokio::spawn(async move {
+        while let Some(r) = report_rx.recv().await {
+            output::print_report(out, &r);
+        }
+    });
+    let actor = tokio::spawn(berth_engine::run_task(
+        rt.clone(),
+        state,
+        config,
+        report_tx,
+        cmd_rx,
+        snap_tx,
+    ));
+
+    // Signals: the first asks for a clean stop, the second kills.
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let signals = tokio::spawn(async move {
+        let mut count = 0;
+        loop {
+            let name = tokio::select! {
+                _ = sigint.recv() => "SIGINT",
+                _ = sigterm.recv() => "SIGTERM",
+            };
+            count += 1;
+            let cmd = if count == 1 {
+                eprintln!("berth: {name}: stopping the task (again to kill)");
+                Command::Stop {
+                    reason: format!("stopped by user ({name})"),
+                }
+            } else {
+                eprintln!("berth: {name}: killing the task's containers");
+                Command::Kill
+            };
+            if cmd_tx.send(cmd).await.is_err() {
+                break;
+            }
+        }
+    });
+
+    let final_state = actor.await.context("the task actor failed")?;
+    signals.abort();
+    let _ = printer.await;
+
+    let code = report::task_exit_code(&final_state);
+    output::print_summary(out, &final_state, now_ms());
+
+    if !args.keep {
+        let cleanup = berth_engine::cleanup_docker(&*rt, &final_state, &data_dir).await;
+        for r in &cleanup.refused {
+            eprintln!("berth: cleanup: refused: {r}");
+        }
+        let dir = berth_engine::spec::task_dir(&data_dir, &task_id);
+        match berth_fs::remove_tree(&data_dir.join("tasks"), &dir) {
+            Ok(berth_fs::Removal::Removed) => {}
+            Ok(berth_fs::Removal::Kept { reason }) => {
+                eprintln!("berth: cleanup: refused: {} kept: {reason}", dir.display());
+            }
+            Err(e) => eprintln!("berth: cleanup: {e}"),
+        }
+    } else if out == Output::Text {
+        println!(
+            "kept: containers labelled berth.task={task_id} and {}",
+            berth_engine::spec::task_dir(&data_dir, &task_id).display()
+        );
+    }
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_NOT_RUN)))
+}

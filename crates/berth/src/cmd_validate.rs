@@ -1,0 +1,124 @@
+//! `berth validate`: check a task definition file and report every problem at once, or draw its
+//! container dependency graph. Exit status follows sysexits(3): 0 valid, 65 invalid data, 66
+//! input not readable.
+
+use anyhow::Context as _;
+use berth_model::{DependencyGraph, GraphFormat, Parsed, TaskDefinition};
+use std::io::{self, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `berth validate`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Output:
+  valid       a one-line summary on standard output (or the graph, with --graph);
+              ignored fields are listed on standard error as `warning: PATH: message`;
+              exit status 0
+  invalid     every problem on standard error, one per line, as `PATH: message`,
+              where PATH is the JSON path of the field, for example
+              containerDefinitions[1].dependsOn[0].containerName; exit status 65
+  unreadable  an error naming the file; exit status 66
+
+Examples:
+  berth validate examples/web-app.json
+  berth validate examples/web-app.json --graph text
+  berth validate examples/web-app.json --graph dot | dot -Tsvg > web-app.svg
+  aws ecs describe-task-definition --task-definition web-app | berth validate -")]
+pub struct Args {
+    /// The task definition to check: ECS task definition JSON, either bare (as given to
+    /// `aws ecs register-task-definition --cli-input-json`) or wrapped as printed by
+    /// `aws ecs describe-task-definition`. Use `-` to read standard input.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Print the container dependency graph instead of the summary (only when the definition is
+    /// valid).
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub graph: Option<GraphArg>,
+}
+
+/// `--graph` formats.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphArg {
+    /// Graphviz DOT: edges point from a container to what it waits for, labelled with the
+    /// condition; essential containers are bold (render with `dot -Tsvg`).
+    Dot,
+    /// The start order as a numbered list, with each container's image, whether it is essential,
+    /// and what it waits for.
+    Text,
+}
+
+impl From<GraphArg> for GraphFormat {
+    fn from(arg: GraphArg) -> Self {
+        match arg {
+            GraphArg::Dot => GraphFormat::Dot,
+            GraphArg::Text => GraphFormat::Text,
+        }
+    }
+}
+
+/// Runs `berth validate`; the exit code says valid (0), invalid (65) or unreadable (66).
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let parsed = match crate::input::load(&args.file) {
+        Ok(parsed) => parsed,
+        Err(code) => return Ok(code),
+    };
+    let output = match args.graph {
+        Some(format) => {
+            DependencyGraph::new(&parsed.definition).render(&parsed.definition, format.into())
+        }
+        None => format!("{}\n", summary(&parsed)),
+    };
+    write_stdout(&output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes to standard output; a closed pipe (`berth validate ... | head -1`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() != io::ErrorKind::BrokenPipe => {
+            Err(err).context("writing to standard output")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `web-app:1 is valid: 3 containers (1 essential), 1 volume, network mode bridge`
+fn summary(parsed: &Parsed) -> String {
+    let def: &TaskDefinition = &parsed.definition;
+    let name = if def.revision == 0 {
+        def.family.clone()
+    } else {
+        format!("{}:{}", def.family, def.revision)
+    };
+    let containers = def.container_definitions.len();
+    let essential = def
+        .container_definitions
+        .iter()
+        .filter(|c| c.essential)
+        .count();
+    let mut line = format!(
+        "{name} is valid: {} ({essential} essential), {}, network mode {}",
+        plural(containers, "container"),
+        plural(def.volumes.len(), "volume"),
+        def.network_mode.as_str()
+    );
+    if !parsed.warnings.is_empty() {
+        let ignored = plural(parsed.warnings.len(), "field");
+        line.push_str(&format!("; {ignored} ignored (see the warnings)"));
+    }
+    line
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}

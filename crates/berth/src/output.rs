@@ -1,0 +1,239 @@
+//! How `berth run` shows a task to people (`text`: live lines, a summary table, a timeline) and to
+//! tools (`json`: the engine's report objects, one per line).
+
+use berth_engine::report::{self, Report};
+use berth_engine::{Millis, TaskState};
+use std::io::Write;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Lines for people, then a summary table and a timeline.
+    Text,
+    /// One JSON object per line (events, then a summary).
+    Json,
+}
+
+fn clock(time: &str) -> &str {
+    // "2026-11-30T01:23:45.678Z" -> "01:23:45.678"
+    time.get(11..23).unwrap_or(time)
+}
+
+/// Print one report line.
+pub fn print_report(out: Output, r: &Report) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = match out {
+        Output::Json => match serde_json::to_string(r) {
+            Ok(line) => writeln!(stdout, "{line}"),
+            Err(e) => writeln!(std::io::stderr(), "berth: cannot encode an event: {e}"),
+        },
+        Output::Text => match r {
+            Report::Task {
+                time,
+                family,
+                known,
+                desired,
+                ..
+            } => writeln!(
+                stdout,
+                "{}  task {family}: {known} (desired {desired})",
+                clock(time)
+            ),
+            Report::Container {
+                time,
+                container,
+                known,
+                desired,
+                exit_code,
+                reason,
+                ..
+            } => {
+                if *known == berth_engine::Status::None && reason.is_none() {
+                    // Every container starts at NONE; the task line already said so.
+                    return;
+                }
+                let mut line = format!("{}  {container}: {known}", clock(time));
+                if known != desired {
+                    line.push_str(&format!(" (desired {desired})"));
+                }
+                if let Some(code) = exit_code {
+                    line.push_str(&format!(", exit code {code}"));
+                }
+                if let Some(reason) = reason {
+                    line.push_str(&format!(" — {reason}"));
+                }
+                writeln!(stdout, "{line}")
+            }
+            Report::Pull {
+                time,
+                container,
+                image,
+                phase,
+                reason,
+                ..
+            } => {
+                let phase = serde_json::to_value(phase)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                match reason {
+                    Some(reason) => writeln!(
+                        stdout,
+                        "{}  {container}: image {image}: {phase}: {reason}",
+                        clock(time)
+                    ),
+                    None => writeln!(
+                        stdout,
+                        "{}  {container}: image {image}: {phase}",
+                        clock(time)
+                    ),
+                }
+            }
+        },
+    };
+}
+
+/// Print the end of a run: the JSON summary line, or a table and a timeline.
+pub fn print_summary(out: Output, state: &TaskState, now: Millis) {
+    let summary = report::summary(state, now);
+    if out == Output::Json {
+        match serde_json::to_string(&summary) {
+            Ok(line) => println!("{line}"),
+            Err(e) => eprintln!("berth: cannot encode the summary: {e}"),
+        }
+        return;
+    }
+    println!();
+    println!(
+        "task {} {}:{} {} — {} — exit status {}",
+        state.id,
+        state.definition.family,
+        state.definition.revision,
+        state.known(),
+        state.stopped_reason.as_deref().unwrap_or("-"),
+        summary.exit_code
+    );
+    let rows: Vec<[String; 6]> = state
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            [
+                c.name.clone(),
+                if state.def(i).essential { "yes" } else { "no" }.to_string(),
+                c.known.to_string(),
+                c.exit_code.map_or("-".into(), |e| e.to_string()),
+                c.docker_id
+                    .as_deref()
+                    .map_or("-".into(), |d| d.chars().take(12).collect()),
+                c.reason.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let header = [
+        "CONTAINER",
+        "ESSENTIAL",
+        "STATUS",
+        "EXIT",
+        "DOCKER ID",
+        "REASON",
+    ];
+    print!("{}", table(&header, &rows));
+    println!();
+    print!("{}", timeline(state, now));
+}
+
+/// A left-aligned text table; the last column is not padded.
+pub fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == N {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+const BAR: usize = 48;
+
+/// One bar per container from the task's creation to now: `.` waiting, `p` pulling, `c` created,
+/// `=` running, then blank once stopped; with the times of each step.
+pub fn timeline(state: &TaskState, now: Millis) -> String {
+    let start = state.created_at;
+    let end = state
+        .containers
+        .iter()
+        .filter_map(|c| c.finished_at)
+        .max()
+        .unwrap_or(now)
+        .max(start + 1);
+    let span = (end - start) as f64;
+    let pos = |t: Millis| -> usize {
+        let x = ((t - start).max(0) as f64 / span * BAR as f64).round() as usize;
+        x.min(BAR)
+    };
+    let name_w = state
+        .containers
+        .iter()
+        .map(|c| c.name.chars().count())
+        .max()
+        .unwrap_or(4);
+    let secs = |t: Option<Millis>| {
+        t.map_or("-".to_string(), |t| {
+            format!("{:.2}s", (t - start) as f64 / 1000.0)
+        })
+    };
+    let mut out = format!(
+        "timeline (0s … {:.2}s)   . waiting  p pulling  c created  = running\n",
+        span / 1000.0
+    );
+    for c in &state.containers {
+        let mut bar = vec![' '; BAR];
+        let fin = c.finished_at.map_or(BAR, pos);
+        let mark = |bar: &mut Vec<char>, from: Option<Millis>, to: usize, ch: char| {
+            if let Some(f) = from {
+                for cell in bar.iter_mut().take(to).skip(pos(f)) {
+                    *cell = ch;
+                }
+            }
+        };
+        mark(&mut bar, Some(start), fin, '.');
+        mark(&mut bar, c.pull_started_at, fin, 'p');
+        mark(&mut bar, c.pull_stopped_at.or(c.created_at), fin, '.');
+        mark(&mut bar, c.created_at, fin, 'c');
+        if c.ran() {
+            mark(
+                &mut bar,
+                c.started_at,
+                fin.max(c.started_at.map_or(0, pos) + 1),
+                '=',
+            );
+        }
+        let bar: String = bar.into_iter().collect();
+        out.push_str(&format!(
+            "{:<name_w$} |{bar}| pulled {} created {} started {} stopped {}\n",
+            c.name,
+            secs(c.pull_stopped_at),
+            secs(c.created_at),
+            secs(c.started_at),
+            secs(c.finished_at),
+        ));
+    }
+    out
+}

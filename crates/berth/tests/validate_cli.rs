@@ -1,0 +1,245 @@
+//! `berth validate` end to end: the built binary on every example (exit 0), on every invalid
+//! fixture of berth-model (exit 65, standard error exactly the expected problems), on standard
+//! input, and on files that cannot be read (exit 66).
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn berth(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(args)
+        .current_dir(workspace())
+        .stdin(Stdio::null())
+        .output()
+        .expect("running berth")
+}
+
+fn berth_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(args)
+        .current_dir(workspace())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running berth");
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(input)
+        .expect("writing stdin");
+    child.wait_with_output().expect("waiting for berth")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_example_is_valid() {
+    let examples = json_files(&workspace().join("examples"));
+    assert!(examples.len() >= 3, "examples: {examples:?}");
+    for file in examples {
+        let out = berth(&["validate", file.to_str().expect("UTF-8 path")]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: stdout {stdout} stderr {}",
+            file.display(),
+            text(&out.stderr)
+        );
+        assert_eq!(stdout.lines().count(), 1, "{stdout}");
+        assert!(stdout.contains(" is valid: "), "{stdout}");
+    }
+}
+
+#[test]
+fn web_app_summary() {
+    let out = berth(&["validate", "examples/web-app.json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout),
+        "web-app:1 is valid: 3 containers (1 essential), 1 volume, network mode bridge\n"
+    );
+    assert_eq!(text(&out.stderr), "");
+}
+
+#[test]
+fn warnings_go_to_stderr() {
+    let out = berth(&["validate", "examples/describe-task-definition.json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout),
+        "greeter:3 is valid: 1 container (1 essential), 0 volumes, network mode bridge; \
+         8 fields ignored (see the warnings)\n"
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 8, "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .all(|l| l.starts_with("warning: taskDefinition."))
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l == "warning: taskDefinition.status: not used by berth, ignored")
+    );
+}
+
+#[test]
+fn every_invalid_fixture_is_rejected_with_its_expected_problems() {
+    let dir = workspace().join("crates/berth-model/tests/fixtures/invalid");
+    let fixtures = json_files(&dir);
+    assert!(fixtures.len() >= 20);
+    for file in fixtures {
+        let expected = fs::read_to_string(file.with_extension("expected"))
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let out = berth(&["validate", file.to_str().expect("UTF-8 path")]);
+        assert_eq!(out.status.code(), Some(65), "{}", file.display());
+        // Problems first, exactly; then the warnings about ignored fields that may explain them.
+        let stderr = text(&out.stderr);
+        let problems: String = stderr
+            .lines()
+            .filter(|l| !l.starts_with("warning: "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(problems, expected, "{}", file.display());
+        assert!(
+            stderr.starts_with(&expected),
+            "warnings come after the problems: {stderr}"
+        );
+        assert_eq!(text(&out.stdout), "", "{}", file.display());
+    }
+}
+
+#[test]
+fn an_invalid_definition_also_shows_the_fields_it_ignored() {
+    let file =
+        workspace().join("crates/berth-model/tests/fixtures/invalid/unsupported-fields.json");
+    let out = berth(&["validate", file.to_str().expect("UTF-8 path")]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(
+        text(&out.stderr).ends_with("warning: taskRoleArn: not used by berth, ignored\n"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn graph_text() {
+    let out = berth(&["validate", "examples/web-app.json", "--graph", "text"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout),
+        "\
+start order for web-app:1 (each container starts after the ones it waits for)
+  1. init     (essential: no)   berth-test/busybox:latest
+  2. sidecar  (essential: no)   berth-test/busybox:latest  health check: CMD-SHELL true
+  3. web      (essential: yes)  berth-test/busybox:latest
+     waits for init: SUCCESS (until it has exited with code 0)
+     waits for sidecar: HEALTHY (until its health check passes: CMD-SHELL true)
+"
+    );
+}
+
+#[test]
+fn graph_dot() {
+    let out = berth(&["validate", "examples/web-app.json", "--graph=dot"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("digraph \"web-app\" {\n"), "{stdout}");
+    assert!(stdout.contains("  \"web\" -> \"init\" [label=\"SUCCESS\"];\n"));
+    assert!(stdout.ends_with("}\n"));
+}
+
+#[test]
+fn graph_of_an_invalid_definition_is_not_drawn() {
+    let out = berth(&[
+        "validate",
+        "crates/berth-model/tests/fixtures/invalid/dependency-cycle.json",
+        "--graph",
+        "text",
+    ]);
+    assert_eq!(out.status.code(), Some(65));
+    assert_eq!(text(&out.stdout), "");
+}
+
+#[test]
+fn unknown_graph_format_is_a_usage_error() {
+    let out = berth(&["validate", "examples/web-app.json", "--graph", "svg"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("possible values: dot, text"), "{stderr}");
+}
+
+#[test]
+fn reads_standard_input() {
+    let web_app = fs::read(workspace().join("examples/web-app.json")).expect("example");
+    let out = berth_stdin(&["validate", "-"], &web_app);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("web-app:1 is valid: "));
+
+    let out = berth_stdin(&["validate", "-"], br#"{"family": "x"}"#);
+    assert_eq!(out.status.code(), Some(65));
+    assert_eq!(
+        text(&out.stderr),
+        "containerDefinitions: missing required field\n"
+    );
+
+    let out = berth_stdin(&["validate", "-"], b"{\"family\": ");
+    assert_eq!(out.status.code(), Some(65));
+    assert_eq!(
+        text(&out.stderr),
+        "invalid JSON at line 1, column 11: EOF while parsing a value\n"
+    );
+}
+
+#[test]
+fn unreadable_file() {
+    let out = berth(&["validate", "no/such/task.json"]);
+    assert_eq!(out.status.code(), Some(66));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("berth: error: cannot read no/such/task.json: "),
+        "{stderr}"
+    );
+    assert_eq!(text(&out.stdout), "");
+
+    let out = berth(&["validate", "examples"]);
+    assert_eq!(out.status.code(), Some(66));
+    assert!(text(&out.stderr).starts_with("berth: error: cannot read examples: "));
+}
+
+#[test]
+fn help_explains_output_and_exit_status() {
+    let out = berth(&["validate", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for needle in [
+        "Use `-` to read standard input",
+        "--graph <FORMAT>",
+        "exit status 65",
+        "describe-task-definition",
+    ] {
+        assert!(help.contains(needle), "missing {needle:?} in\n{help}");
+    }
+}
