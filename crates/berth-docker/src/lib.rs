@@ -7,7 +7,9 @@
 //! concurrent pulls of one image into one, retrying retriable pull failures with backoff and jitter,
 //! and mapping the engine-neutral [`ContainerSpec`] to Docker's create body field by field.
 
-use berth_engine::runtime::{ContainerInfo, Runtime, RuntimeError, RuntimeEvent};
+use berth_engine::runtime::{
+    ContainerInfo, ProgressSink, PullProgress, Runtime, RuntimeError, RuntimeEvent,
+};
 use berth_engine::spec::{ContainerSpec, LABEL_TASK, MountKind, VolumeSpec};
 use berth_engine::state::{Health, Millis};
 use bollard::Docker;
@@ -139,10 +141,11 @@ impl DockerRuntime {
         image: String,
         retry: PullRetry,
         inactivity: Duration,
+        progress: Option<ProgressSink>,
     ) -> Result<(), RuntimeError> {
         let mut last = None;
         for attempt in 1..=retry.attempts.max(1) {
-            match pull_once(&docker, &image, inactivity).await {
+            match pull_once(&docker, &image, inactivity, progress.as_ref()).await {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     let retriable = matches!(
@@ -184,8 +187,53 @@ fn rand_unit() -> f64 {
     f64::from(nanos % 1000) / 1000.0
 }
 
+/// Per-layer progress of one pull, summed for the progress sink.
+#[derive(Default)]
+struct LayerProgress {
+    layers: HashMap<String, (u64, u64, bool)>,
+}
+
+impl LayerProgress {
+    /// Fold one message of the pull stream in; returns the new sum when it changed.
+    fn update(&mut self, info: &bollard::models::CreateImageInfo) -> Option<PullProgress> {
+        let id = info.id.as_deref()?;
+        let status = info.status.as_deref().unwrap_or_default();
+        // Layer lines carry a short hex id; the first line ("Pulling from ...") carries the tag.
+        if id.len() != 12 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let entry = self.layers.entry(id.to_string()).or_default();
+        if let Some(d) = &info.progress_detail
+            && status.starts_with("Downloading")
+        {
+            entry.0 = u64::try_from(d.current.unwrap_or(0)).unwrap_or(0);
+            entry.1 = u64::try_from(d.total.unwrap_or(0)).unwrap_or(0);
+        }
+        if status == "Download complete" {
+            entry.0 = entry.1;
+        }
+        if status == "Pull complete" || status == "Already exists" {
+            entry.2 = true;
+        }
+        let layers = u32::try_from(self.layers.len()).unwrap_or(u32::MAX);
+        Some(PullProgress {
+            layers,
+            layers_done: u32::try_from(self.layers.values().filter(|l| l.2).count())
+                .unwrap_or(layers),
+            bytes: self.layers.values().map(|l| l.0).sum(),
+            bytes_total: self.layers.values().map(|l| l.1).sum(),
+        })
+    }
+}
+
 /// One pull attempt, aborted when the stream shows no progress for `inactivity`.
-async fn pull_once(docker: &Docker, image: &str, inactivity: Duration) -> Result<(), RuntimeError> {
+async fn pull_once(
+    docker: &Docker,
+    image: &str,
+    inactivity: Duration,
+    progress: Option<&ProgressSink>,
+) -> Result<(), RuntimeError> {
+    let mut layers = LayerProgress::default();
     let (from_image, tag) = split_reference(image);
     let mut opts = CreateImageOptionsBuilder::default().from_image(from_image);
     if let Some(tag) = tag {
@@ -205,7 +253,11 @@ async fn pull_once(docker: &Docker, image: &str, inactivity: Duration) -> Result
                 });
             }
             Ok(None) => return Ok(()),
-            Ok(Some(Ok(_progress))) => {}
+            Ok(Some(Ok(info))) => {
+                if let (Some(sink), Some(p)) = (progress, layers.update(&info)) {
+                    let _ = sink.send(p);
+                }
+            }
             Ok(Some(Err(e))) => return Err(pull_error(image, e)),
         }
     }
@@ -412,7 +464,7 @@ impl Runtime for DockerRuntime {
         }
     }
 
-    async fn pull(&self, image: &str) -> Result<(), RuntimeError> {
+    async fn pull(&self, image: &str, progress: Option<ProgressSink>) -> Result<(), RuntimeError> {
         let fut = {
             let mut pulls = self.pulls.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(f) = pulls.get(image) {
@@ -430,7 +482,13 @@ impl Runtime for DockerRuntime {
                     let key = img.clone();
                     let r = match tokio::time::timeout(
                         overall,
-                        DockerRuntime::pull_with_retries(docker, img.clone(), retry, inactivity),
+                        DockerRuntime::pull_with_retries(
+                            docker,
+                            img.clone(),
+                            retry,
+                            inactivity,
+                            progress,
+                        ),
                     )
                     .await
                     {

@@ -8,10 +8,11 @@
 //! from consecutive snapshots.
 
 use crate::decide::{Action, Event, Options};
+use crate::pull::{self as pulls, AfterFailure, PullBehavior, PullRecord};
 use crate::report::{self, PullPhase, Report, now_ms};
-use crate::runtime::{Runtime, RuntimeError, RuntimeEvent};
+use crate::runtime::{PullProgress, Runtime, RuntimeError, RuntimeEvent};
 use crate::spec::{self, VolumePlan};
-use crate::state::{Status, TaskState};
+use crate::state::{Status, StopKind, TaskState};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use std::path::PathBuf;
@@ -29,10 +30,32 @@ pub enum Command {
 }
 
 /// Settings of one task run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunConfig {
     pub data_dir: PathBuf,
     pub options: Options,
+    pub pull_behavior: PullBehavior,
+    /// The images this agent pulled before (for `once`); updated after every successful pull.
+    pub pull_record: Arc<dyn PullRecord>,
+    /// The Docker volume driver name of berth's volume plugin (EFS volumes use it).
+    pub volume_plugin: String,
+    /// Where containers reach the task metadata endpoint, when it is served.
+    pub metadata: Option<spec::MetadataEndpoint>,
+}
+
+impl RunConfig {
+    /// Defaults: no pulls up front, pull behaviour `default`, an in-memory pull record, the
+    /// volume plugin named `berth`.
+    pub fn new(data_dir: PathBuf) -> Self {
+        RunConfig {
+            data_dir,
+            options: Options::default(),
+            pull_behavior: PullBehavior::Default,
+            pull_record: Arc::new(pulls::MemoryPullRecord::default()),
+            volume_plugin: spec::DEFAULT_VOLUME_PLUGIN.to_string(),
+            metadata: None,
+        }
+    }
 }
 
 /// Where the actor sends what happens.
@@ -59,7 +82,7 @@ pub async fn run_task<R: Runtime>(
         let now = now_ms();
         let (effects, wake_at) = state.step(config.options, now);
         for action in effects {
-            spawn_effect(&rt, &state, &volumes, action, tx.clone(), &reports);
+            spawn_effect(&rt, &config, &state, &volumes, action, tx.clone(), &reports);
         }
         publish(&state, &mut published, &reports, &snapshots);
         if state.is_finished() {
@@ -89,9 +112,9 @@ pub async fn run_task<R: Runtime>(
                 }
             },
             cmd = commands.recv(), if commands_open => match cmd {
-                Some(Command::Stop { reason }) => state.request_stop(&reason, now_ms()),
+                Some(Command::Stop { reason }) => state.request_stop(&reason, StopKind::Requested),
                 Some(Command::Kill) => {
-                    state.request_stop("task killed", now_ms());
+                    state.request_stop("task killed", StopKind::Requested);
                     for c in &state.containers {
                         if let (Some(id), Status::Running) = (&c.docker_id, c.known) {
                             let (rt, id) = (rt.clone(), id.clone());
@@ -224,7 +247,7 @@ async fn prepare_volumes<R: Runtime>(
     state: &mut TaskState,
     config: &RunConfig,
 ) -> Arc<Vec<(String, VolumePlan)>> {
-    let plans = spec::plan_volumes(state, &config.data_dir);
+    let plans = spec::plan_volumes(state, &config.data_dir, &config.volume_plugin);
     for (name, plan) in &plans {
         let failure = match plan {
             VolumePlan::HostPath(path) => {
@@ -288,6 +311,7 @@ async fn prepare_volumes<R: Runtime>(
 
 fn spawn_effect<R: Runtime>(
     rt: &Arc<R>,
+    config: &RunConfig,
     state: &TaskState,
     volumes: &Arc<Vec<(String, VolumePlan)>>,
     action: Action,
@@ -300,51 +324,35 @@ fn spawn_effect<R: Runtime>(
             let image = state.def(i).image.clone();
             let reports = reports.clone();
             let (task, container) = (state.id.clone(), state.containers[i].name.clone());
+            let (behavior, record) = (config.pull_behavior, config.pull_record.clone());
             tokio::spawn(async move {
-                let pull_report = |phase, reason: Option<String>| Report::Pull {
-                    time: report::rfc3339(now_ms()),
-                    task: task.clone(),
-                    container: container.clone(),
-                    image: image.clone(),
-                    phase,
-                    reason,
+                let report = |phase, reason: Option<String>| {
+                    let _ = reports.send(Report::Pull {
+                        time: report::rfc3339(now_ms()),
+                        task: task.clone(),
+                        container: container.clone(),
+                        image: image.clone(),
+                        phase,
+                        reason,
+                    });
                 };
-                let ev = match rt.image_present(&image).await {
-                    Ok(true) => {
-                        let _ = reports.send(pull_report(PullPhase::Cached, None));
-                        Event::Pulled {
-                            container: i,
-                            at: now_ms(),
-                        }
-                    }
-                    _ => {
-                        let _ = reports.send(pull_report(PullPhase::Started, None));
-                        match rt.pull(&image).await {
-                            Ok(()) => {
-                                let _ = reports.send(pull_report(PullPhase::Done, None));
-                                Event::Pulled {
-                                    container: i,
-                                    at: now_ms(),
-                                }
-                            }
-                            Err(e) => {
-                                let message = format!("CannotPullContainerError: {e}");
-                                let _ = reports
-                                    .send(pull_report(PullPhase::Failed, Some(message.clone())));
-                                Event::PullFailed {
-                                    container: i,
-                                    at: now_ms(),
-                                    message,
-                                }
-                            }
-                        }
-                    }
+                let progress = |p: PullProgress| {
+                    let _ = reports.send(Report::PullProgress {
+                        task: task.clone(),
+                        container: container.clone(),
+                        image: image.clone(),
+                        layers: p.layers,
+                        layers_done: p.layers_done,
+                        bytes: p.bytes,
+                        bytes_total: p.bytes_total,
+                    });
                 };
+                let ev = pull_image(&*rt, &image, behavior, &*record, i, progress, report).await;
                 let _ = tx.send(ev);
             });
         }
         Action::Create(i) => {
-            let spec = spec::container_spec(state, i, volumes);
+            let spec = spec::container_spec(state, i, volumes, config.metadata.as_ref());
             tokio::spawn(async move {
                 let ev = match rt.create(&spec).await {
                     Ok(docker_id) => Event::Created {
@@ -416,6 +424,78 @@ fn spawn_effect<R: Runtime>(
     }
 }
 
+/// Obtain a container's image according to the pull behaviour: pull if needed, fall back to the
+/// cached image where the behaviour allows, and say what the container (or task) does otherwise.
+async fn pull_image<R: Runtime>(
+    rt: &R,
+    image: &str,
+    behavior: PullBehavior,
+    record: &dyn PullRecord,
+    container: usize,
+    progress: impl Fn(PullProgress),
+    report: impl Fn(PullPhase, Option<String>),
+) -> Event {
+    let present = rt.image_present(image).await.unwrap_or(false);
+    if !pulls::pull_needed(behavior, present, record.pulled_before(image)) {
+        report(PullPhase::Cached, None);
+        return Event::Pulled {
+            container,
+            at: now_ms(),
+        };
+    }
+    report(PullPhase::Started, None);
+    // Drive the pull and pass its progress on as it comes, all of it before the final phase.
+    let (ptx, mut prx) = mpsc::unbounded_channel::<PullProgress>();
+    let pull = rt.pull(image, Some(ptx));
+    tokio::pin!(pull);
+    let result = loop {
+        tokio::select! {
+            r = &mut pull => break r,
+            Some(p) = prx.recv() => progress(p),
+        }
+    };
+    while let Ok(p) = prx.try_recv() {
+        progress(p);
+    }
+    let error = match result {
+        Ok(()) => {
+            if let Err(e) = record.record_pull(image) {
+                tracing::warn!(%image, error = %e, "cannot record the pull (needed by pull behavior once)");
+            }
+            report(PullPhase::Done, None);
+            return Event::Pulled {
+                container,
+                at: now_ms(),
+            };
+        }
+        Err(e) => e,
+    };
+    let message = format!("CannotPullContainerError: {error}");
+    // The pull may have failed after another one brought the image: look again.
+    let present_now = rt.image_present(image).await.unwrap_or(present);
+    match pulls::after_failure(behavior, present_now) {
+        AfterFailure::UseCached => {
+            report(
+                PullPhase::Cached,
+                Some(format!("{message}; using the cached image")),
+            );
+            Event::Pulled {
+                container,
+                at: now_ms(),
+            }
+        }
+        outcome => {
+            report(PullPhase::Failed, Some(message.clone()));
+            Event::PullFailed {
+                container,
+                at: now_ms(),
+                message,
+                stop_task: outcome == AfterFailure::TaskStops,
+            }
+        }
+    }
+}
+
 /// What task cleanup did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CleanupReport {
@@ -427,11 +507,7 @@ pub struct CleanupReport {
 
 /// Remove a stopped task's containers (with anonymous volumes) and task-scoped Docker volumes.
 /// The task directory is removed by the caller through `berth-fs` (the only code that deletes trees).
-pub async fn cleanup_docker<R: Runtime>(
-    rt: &R,
-    state: &TaskState,
-    data_dir: &std::path::Path,
-) -> CleanupReport {
+pub async fn cleanup_docker<R: Runtime>(rt: &R, state: &TaskState) -> CleanupReport {
     let mut out = CleanupReport::default();
     for c in &state.containers {
         // Remove by id when known, else by the name decided before create (a create may have
@@ -444,12 +520,10 @@ pub async fn cleanup_docker<R: Runtime>(
                 .push(format!("container {}: {e}", c.docker_name)),
         }
     }
-    for (_, plan) in spec::plan_volumes(state, data_dir) {
-        if let VolumePlan::TaskVolume(v) = plan {
-            match rt.remove_volume(&v.name).await {
-                Ok(()) => out.removed_volumes.push(v.name),
-                Err(e) => out.refused.push(format!("volume {}: {e}", v.name)),
-            }
+    for name in spec::task_volume_names(state) {
+        match rt.remove_volume(&name).await {
+            Ok(()) => out.removed_volumes.push(name),
+            Err(e) => out.refused.push(format!("volume {name}: {e}")),
         }
     }
     out

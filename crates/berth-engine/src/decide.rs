@@ -18,7 +18,7 @@
 //!   container that depends on it has stopped. Containers that never started are marked STOPPED with no
 //!   Docker call.
 
-use crate::state::{EXIT_CODE_NOT_RUN, Health, Millis, Op, Status, TaskState};
+use crate::state::{EXIT_CODE_NOT_RUN, Health, Millis, Op, Status, StopKind, TaskState};
 use berth_model::Condition;
 
 /// Default seconds between SIGTERM and SIGKILL when a container sets no `stopTimeout` (ECS: 30 s).
@@ -45,7 +45,7 @@ pub enum Action {
         exit_code: Option<i64>,
     },
     /// The task's desired status becomes STOPPED.
-    StopTask { reason: String },
+    StopTask { reason: String, kind: StopKind },
 }
 
 impl Action {
@@ -246,15 +246,16 @@ pub fn decide(state: &TaskState, opts: Options, now: Millis) -> Decision {
             state.def(*i).essential && (c.known == Status::Stopped || c.desired == Status::Stopped)
         });
         if let Some((_, c)) = culprit {
-            let reason = if c.ran() {
-                ESSENTIAL_EXITED.to_string()
+            let (reason, kind) = if c.ran() {
+                (ESSENTIAL_EXITED.to_string(), StopKind::EssentialExited)
             } else {
-                match &c.reason {
+                let reason = match &c.reason {
                     Some(r) => r.clone(),
                     None => format!("essential container {} stopped before it ran", c.name),
-                }
+                };
+                (reason, StopKind::Failed)
             };
-            out.actions.push(Action::StopTask { reason });
+            out.actions.push(Action::StopTask { reason, kind });
             // Everything else is decided once the stop has been applied.
             return out;
         }
@@ -322,10 +323,13 @@ pub enum Event {
         at: Millis,
     },
     /// No image can be had; `message` is the stop reason (`CannotPullContainerError: ...`).
+    /// `stop_task`: the pull behaviour stops the whole task (`always`, `once`), not only this
+    /// container.
     PullFailed {
         container: usize,
         at: Millis,
         message: String,
+        stop_task: bool,
     },
     Created {
         container: usize,
@@ -386,11 +390,15 @@ impl TaskState {
                 container,
                 at,
                 message,
+                stop_task,
             } => {
                 let c = &mut self.containers[*container];
                 c.in_flight = c.in_flight.filter(|op| *op != Op::Pull);
                 c.pull_stopped_at = Some(*at);
                 self.fail(*container, *at, message);
+                if *stop_task {
+                    self.request_stop(message, StopKind::Failed);
+                }
             }
             Event::Created {
                 container,
@@ -543,7 +551,7 @@ impl TaskState {
                     self.note_essential_stop(*container, now);
                 }
             }
-            Action::StopTask { reason } => self.request_stop(reason, now),
+            Action::StopTask { reason, kind } => self.request_stop(reason, *kind),
         }
     }
 

@@ -120,7 +120,11 @@ impl Runtime for FakeRuntime {
         Ok(self.lock().images.contains(image))
     }
 
-    async fn pull(&self, image: &str) -> Result<(), RuntimeError> {
+    async fn pull(
+        &self,
+        image: &str,
+        _progress: Option<crate::runtime::ProgressSink>,
+    ) -> Result<(), RuntimeError> {
         let mut inner = self.lock();
         inner.calls.push(format!("pull {image}"));
         if inner.pullable.contains(image) {

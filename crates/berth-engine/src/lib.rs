@@ -8,6 +8,7 @@
 pub mod actor;
 pub mod decide;
 pub mod fake;
+pub mod pull;
 pub mod report;
 pub mod runtime;
 pub mod spec;
@@ -15,5 +16,6 @@ pub mod state;
 
 pub use actor::{CleanupReport, Command, RunConfig, cleanup_docker, run_task};
 pub use decide::{Action, Decision, Event, Options, decide};
+pub use pull::{PullBehavior, PullRecord};
 pub use runtime::{ContainerInfo, Runtime, RuntimeError, RuntimeEvent};
-pub use state::{ContainerState, Health, Millis, Status, TaskState, new_task_id};
+pub use state::{ContainerState, Health, Millis, Status, StopKind, TaskState, new_task_id};

@@ -4,7 +4,7 @@
 //! Events are derived by comparing two snapshots of a task ([`changes`]), so the actor never has to
 //! remember to report a change: whatever changed between two published states is reported.
 
-use crate::state::{Millis, Status, TaskState};
+use crate::state::{Millis, Status, StopKind, TaskState};
 use serde::Serialize;
 
 /// RFC 3339 UTC with millisecond precision, e.g. `2026-11-30T01:23:45.678Z`.
@@ -58,6 +58,26 @@ pub enum Report {
         phase: PullPhase,
         reason: Option<String>,
     },
+    /// Bytes and layers of a pull in progress.
+    #[serde(rename = "pullProgress")]
+    PullProgress {
+        task: String,
+        container: String,
+        image: String,
+        layers: u32,
+        #[serde(rename = "layersDone")]
+        layers_done: u32,
+        bytes: u64,
+        #[serde(rename = "bytesTotal")]
+        bytes_total: u64,
+    },
+}
+
+impl Report {
+    /// Progress reports are for people (progress bars); `--output json` leaves them out.
+    pub fn is_progress(&self) -> bool {
+        matches!(self, Report::PullProgress { .. })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -136,12 +156,18 @@ pub struct Summary {
     pub known: Status,
     pub stopped_reason: Option<String>,
     pub exit_code: i64,
+    pub pull_started_at: Option<String>,
+    pub pull_stopped_at: Option<String>,
     pub containers: Vec<ContainerSummary>,
 }
 
 /// The exit status of `berth run` for a stopped task: the exit code of the essential container whose
-/// exit stopped the task, or 125 when the task stopped before its essential containers could run.
+/// exit stopped the task, or 125 when the task stopped because something failed before its
+/// essential containers could run (pull, create, start, dependency, volume).
 pub fn task_exit_code(state: &TaskState) -> i64 {
+    if state.stop_kind == Some(StopKind::Failed) {
+        return 125;
+    }
     match state.stopping_essential() {
         Some(c) if c.ran() => c.exit_code.map_or(125, |code| code.clamp(0, 255)),
         Some(_) => 125,
@@ -166,6 +192,8 @@ pub fn summary(state: &TaskState, now: Millis) -> Summary {
         known: state.known(),
         stopped_reason: state.stopped_reason.clone(),
         exit_code: task_exit_code(state),
+        pull_started_at: state.pull_started_at().map(rfc3339),
+        pull_stopped_at: state.pull_stopped_at().map(rfc3339),
         containers: state
             .containers
             .iter()

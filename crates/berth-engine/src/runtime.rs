@@ -37,6 +37,18 @@ pub enum RuntimeError {
     Other(String),
 }
 
+/// Progress of one pull, summed over its layers (from the engine's pull stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PullProgress {
+    pub layers: u32,
+    pub layers_done: u32,
+    pub bytes: u64,
+    pub bytes_total: u64,
+}
+
+/// Where a pull reports its progress (best effort: a merged pull reports to its first caller).
+pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<PullProgress>;
+
 /// What `inspect` tells the engine about a container.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContainerInfo {
@@ -79,8 +91,13 @@ pub trait Runtime: Send + Sync + 'static {
     /// Whether the image is present locally.
     fn image_present(&self, image: &str)
     -> impl Future<Output = Result<bool, RuntimeError>> + Send;
-    /// Pull the image (merging concurrent pulls of one image is the implementation's job).
-    fn pull(&self, image: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Pull the image (merging concurrent pulls of one image is the implementation's job),
+    /// reporting progress to `progress` when given.
+    fn pull(
+        &self,
+        image: &str,
+        progress: Option<ProgressSink>,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
     /// Create a container; returns its id.
     fn create(
         &self,

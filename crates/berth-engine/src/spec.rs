@@ -4,7 +4,7 @@
 //! here, so they are unit-tested without Docker. The runtime only translates field by field.
 
 use crate::state::TaskState;
-use berth_model::{NetworkMode, VolumeKind, VolumeScope};
+use berth_model::{EfsVolumeConfiguration, NetworkMode, VolumeKind, VolumeScope};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -145,8 +145,60 @@ pub fn task_volume_name(task_id: &str, volume: &str) -> String {
     format!("berth-{short}-{volume}")
 }
 
-/// Decide how each of the task's volumes is provided, in definition order.
-pub fn plan_volumes(state: &TaskState, data_dir: &Path) -> Vec<(String, VolumePlan)> {
+/// The default driver name of berth's volume plugin (the stem of its socket file).
+pub const DEFAULT_VOLUME_PLUGIN: &str = "berth";
+
+/// The Docker names of the volumes berth creates for this task and removes at its cleanup
+/// (task-scoped `dockerVolumeConfiguration` and EFS volumes).
+pub fn task_volume_names(state: &TaskState) -> Vec<String> {
+    state
+        .definition
+        .volumes
+        .iter()
+        .filter(|v| match &v.kind {
+            VolumeKind::Docker(cfg) => cfg.scope == VolumeScope::Task,
+            VolumeKind::Efs(_) => true,
+            VolumeKind::Host { .. } | VolumeKind::Scratch => false,
+        })
+        .map(|v| task_volume_name(&state.id, &v.name))
+        .collect()
+}
+
+/// The volume plugin options for an EFS volume, as ECS builds them for its plugin:
+/// `type=efs`, `device=<fileSystemId>[:<rootDirectory>]`, `o=tls,iam,accesspoint=<id>` (each
+/// present only when configured).
+pub fn efs_driver_opts(cfg: &EfsVolumeConfiguration) -> BTreeMap<String, String> {
+    let mut opts = BTreeMap::new();
+    opts.insert("type".to_string(), "efs".to_string());
+    let device = if cfg.root_directory.is_empty() || cfg.root_directory == "/" {
+        cfg.file_system_id.clone()
+    } else {
+        format!("{}:{}", cfg.file_system_id, cfg.root_directory)
+    };
+    opts.insert("device".to_string(), device);
+    let mut o = Vec::new();
+    if cfg.transit_encryption {
+        o.push("tls".to_string());
+    }
+    if cfg.iam {
+        o.push("iam".to_string());
+    }
+    if let Some(ap) = &cfg.access_point_id {
+        o.push(format!("accesspoint={ap}"));
+    }
+    if !o.is_empty() {
+        opts.insert("o".to_string(), o.join(","));
+    }
+    opts
+}
+
+/// Decide how each of the task's volumes is provided, in definition order. EFS volumes become
+/// task-scoped volumes of berth's volume plugin, whose driver name is `volume_plugin`.
+pub fn plan_volumes(
+    state: &TaskState,
+    data_dir: &Path,
+    volume_plugin: &str,
+) -> Vec<(String, VolumePlan)> {
     state
         .definition
         .volumes
@@ -182,22 +234,55 @@ pub fn plan_volumes(state: &TaskState, data_dir: &Path) -> Vec<(String, VolumePl
                         },
                     }
                 }
-                VolumeKind::Efs(_) => VolumePlan::Unsupported(format!(
-                    "volume {}: efsVolumeConfiguration needs berth's volume plugin, which this \
-                     version cannot use yet",
-                    v.name
-                )),
+                VolumeKind::Efs(cfg) => {
+                    let mut labels = BTreeMap::new();
+                    labels.insert(LABEL_VOLUME_TASK.to_string(), state.id.clone());
+                    VolumePlan::TaskVolume(VolumeSpec {
+                        name: task_volume_name(&state.id, &v.name),
+                        driver: volume_plugin.to_string(),
+                        driver_opts: efs_driver_opts(cfg),
+                        labels,
+                    })
+                }
             };
             (v.name.clone(), plan)
         })
         .collect()
 }
 
-/// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`].
+/// Where containers reach the task metadata endpoint: base URLs without a trailing slash, e.g.
+/// `http://172.17.0.1:51679` (bridge gateway) and `http://127.0.0.1:51679` (host network).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataEndpoint {
+    /// For containers on a Docker bridge network.
+    pub bridge_base: String,
+    /// For containers in the host's network namespace.
+    pub host_base: String,
+}
+
+/// The metadata environment of container `i`: `ECS_CONTAINER_METADATA_URI_V4` and
+/// `ECS_CONTAINER_METADATA_URI` (v3), pointing at an address that container can reach. Empty in
+/// `none` network mode (nothing is reachable).
+pub fn metadata_env(state: &TaskState, i: usize, endpoint: &MetadataEndpoint) -> Vec<String> {
+    let base = match state.definition.network_mode {
+        NetworkMode::Bridge => &endpoint.bridge_base,
+        NetworkMode::Host => &endpoint.host_base,
+        NetworkMode::None => return Vec::new(),
+    };
+    let id = &state.containers[i].metadata_id;
+    vec![
+        format!("ECS_CONTAINER_METADATA_URI_V4={base}/v4/{id}"),
+        format!("ECS_CONTAINER_METADATA_URI={base}/v3/{id}"),
+    ]
+}
+
+/// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`]; `metadata`, when
+/// the metadata endpoint is served, adds its environment variables.
 pub fn container_spec(
     state: &TaskState,
     i: usize,
     volumes: &[(String, VolumePlan)],
+    metadata: Option<&MetadataEndpoint>,
 ) -> ContainerSpec {
     let def = state.def(i);
     let task = &state.definition;
@@ -252,6 +337,11 @@ pub fn container_spec(
             .environment
             .iter()
             .map(|e| format!("{}={}", e.name, e.value))
+            .chain(
+                metadata
+                    .map(|m| metadata_env(state, i, m))
+                    .unwrap_or_default(),
+            )
             .collect(),
         labels,
         working_dir: def.working_directory.clone(),

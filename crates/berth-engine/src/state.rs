@@ -67,6 +67,19 @@ impl Health {
     }
 }
 
+/// Why a task's desired status became STOPPED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopKind {
+    /// An essential container ran and exited.
+    EssentialExited,
+    /// Something failed before the task's essential containers could run: a pull, create, start,
+    /// a dependency that can never be met, a volume.
+    Failed,
+    /// Someone asked (Ctrl-C, the API).
+    Requested,
+}
+
 /// The Docker operation currently in flight for a container (at most one at a time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -84,6 +97,9 @@ pub struct ContainerState {
     pub name: String,
     /// The Docker container name, decided before `create` is ever called.
     pub docker_name: String,
+    /// The container's credential for the task metadata endpoint (`/v4/<id>`): 128 random bits,
+    /// never derived from anything a container can see or guess.
+    pub metadata_id: String,
     pub docker_id: Option<String>,
     pub desired: Status,
     pub known: Status,
@@ -107,6 +123,7 @@ impl ContainerState {
         ContainerState {
             name: name.to_string(),
             docker_name,
+            metadata_id: new_task_id(),
             docker_id: None,
             desired: Status::Running,
             known: Status::None,
@@ -162,6 +179,8 @@ pub struct TaskState {
     pub desired: Status,
     /// Why the task stopped (set once, when its desired status first became STOPPED).
     pub stopped_reason: Option<String>,
+    /// The kind of that reason.
+    pub stop_kind: Option<StopKind>,
     /// When the first essential container stopped.
     pub execution_stopped_at: Option<Millis>,
     pub created_at: Millis,
@@ -197,6 +216,7 @@ impl TaskState {
             containers,
             desired: Status::Running,
             stopped_reason: None,
+            stop_kind: None,
             execution_stopped_at: None,
             created_at: now,
         }
@@ -239,15 +259,31 @@ impl TaskState {
     }
 
     /// Ask the task to stop (idempotent; the first reason wins).
-    pub fn request_stop(&mut self, reason: &str, now: Millis) {
+    pub fn request_stop(&mut self, reason: &str, kind: StopKind) {
         if self.desired < Status::Stopped {
             self.desired = Status::Stopped;
             self.stopped_reason = Some(reason.to_string());
-            let _ = now;
+            self.stop_kind = Some(kind);
         }
         for c in &mut self.containers {
             c.raise_desired(Status::Stopped);
         }
+    }
+
+    /// When the task's first pull started (ECS `PullStartedAt`).
+    pub fn pull_started_at(&self) -> Option<Millis> {
+        self.containers
+            .iter()
+            .filter_map(|c| c.pull_started_at)
+            .min()
+    }
+
+    /// When the task's last pull ended (ECS `PullStoppedAt`).
+    pub fn pull_stopped_at(&self) -> Option<Millis> {
+        self.containers
+            .iter()
+            .filter_map(|c| c.pull_stopped_at)
+            .max()
     }
 
     /// The essential container whose stop ended the task, if any: the first one (by time) that stopped.

@@ -4,7 +4,7 @@
 mod common;
 
 use berth_engine::fake::{FakeRuntime, Script};
-use berth_engine::{Command, Options, RunConfig, Status, TaskState, cleanup_docker, run_task};
+use berth_engine::{Command, RunConfig, Status, TaskState, cleanup_docker, run_task};
 use berth_model::Condition;
 use common::*;
 use std::sync::Arc;
@@ -14,10 +14,7 @@ async fn run(rt: &FakeRuntime, s: TaskState) -> (TaskState, Vec<berth_engine::re
     let (rtx, mut rrx) = mpsc::unbounded_channel();
     let (_ctx, crx) = mpsc::channel::<Command>(1);
     let (stx, _srx) = watch::channel(s.clone());
-    let config = RunConfig {
-        data_dir: std::env::temp_dir().join("berth-engine-fake-tests"),
-        options: Options::default(),
-    };
+    let config = RunConfig::new(std::env::temp_dir().join("berth-engine-fake-tests"));
     let done = tokio::time::timeout(
         std::time::Duration::from_secs(10),
         run_task(Arc::new(rt.clone()), s, config, rtx, crx, stx),
@@ -81,7 +78,7 @@ async fn a_chain_runs_in_order_and_cleans_up() {
         "{calls:?}"
     );
     assert!(!reports.is_empty());
-    cleanup_docker(&rt, &done, std::path::Path::new("/nonexistent")).await;
+    cleanup_docker(&rt, &done).await;
     assert_eq!(rt.container_count(), 0);
 }
 

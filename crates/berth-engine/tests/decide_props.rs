@@ -5,7 +5,7 @@
 mod common;
 
 use berth_engine::decide::{Action, Event, Options};
-use berth_engine::state::{Health, Status, TaskState};
+use berth_engine::state::{Health, Status, StopKind, TaskState};
 use berth_model::Condition;
 use common::*;
 use proptest::prelude::*;
@@ -124,7 +124,7 @@ proptest! {
             prop_assert!(steps < 2_000, "task did not end: {s:#?}");
             now += 10;
             if Some(steps) == stop_at {
-                s.request_stop("user", now);
+                s.request_stop("user", StopKind::Requested);
             }
             let before: Vec<(Status, Status)> = s.containers.iter().map(|c| (c.known, c.desired)).collect();
             let (effects, _) = s.step(Options::default(), now);
@@ -137,7 +137,7 @@ proptest! {
                     Action::Pull(i) => pending.push(if scripts[i].pull_ok {
                         Event::Pulled { container: i, at: now }
                     } else {
-                        Event::PullFailed { container: i, at: now, message: "no image".into() }
+                        Event::PullFailed { container: i, at: now, message: "no image".into(), stop_task: scripts[i].exit == Some(2) }
                     }),
                     Action::Create(i) => {
                         // Pipelining: only START dependencies may be merely created.
@@ -197,7 +197,7 @@ proptest! {
                 // stopping task must never get here.
                 prop_assert!(s.containers.iter().all(|c| c.in_flight.is_none()));
                 prop_assert!(s.desired != Status::Stopped, "stopping task stuck: {s:#?}");
-                s.request_stop("user", now);
+                s.request_stop("user", StopKind::Requested);
                 continue;
             }
             let k = pick.next().map(|ix| ix.index(pending.len())).unwrap_or(0);

@@ -3,7 +3,7 @@
 mod common;
 
 use berth_engine::decide::{Action, Event, Options, decide};
-use berth_engine::state::{EXIT_CODE_NOT_RUN, Health, Status, TaskState};
+use berth_engine::state::{EXIT_CODE_NOT_RUN, Health, Status, StopKind, TaskState};
 use berth_model::Condition;
 use common::*;
 
@@ -284,6 +284,7 @@ fn pull_failure_of_an_essential_container_stops_the_task_with_the_reason() {
         container: 0,
         at: 1,
         message: "CannotPullContainerError: manifest unknown".into(),
+        stop_task: false,
     });
     let (effects, _) = s.step(Options::default(), 2);
     assert!(effects.is_empty());
@@ -328,7 +329,7 @@ fn a_user_stop_before_anything_ran_ends_without_docker_calls() {
         container("a"),
         depends(container("b"), "a", Condition::Start),
     ]);
-    s.request_stop("stopped by user", 0);
+    s.request_stop("stopped by user", StopKind::Requested);
     let (effects, _) = s.step(Options::default(), 0);
     assert!(effects.is_empty());
     assert!(s.is_finished());

@@ -1,60 +1,78 @@
-//! berth-fs: the only code in berth that deletes directory trees, and the mount knowledge it needs.
+//! berth-fs: the only code in berth that unmounts or deletes directory trees, and the mount
+//! knowledge it needs.
 //!
-//! Rule (from the cleanup seed): never delete data behind a mount. This first version is deliberately
-//! conservative: [`remove_tree`] refuses to touch a tree when `/proc/self/mountinfo` lists any mount at
-//! or below it, and otherwise removes it with `std::fs::remove_dir_all` (which never follows
-//! symlinks). It does not unmount anything. The unmount-first, fd-relative walk that also stops at
-//! mounts appearing during the walk is the safe-cleanup issue's work and replaces the removal here.
+//! Rule (from the cleanup seed and `shared/reference/safe-cleanup.md`): never delete data behind a
+//! mount.
+//!
+//! - [`mountinfo`]: parsing `/proc/self/mountinfo`.
+//! - [`detect`]: is this entry a mount point (`statx` mount root / mount id, `openat2`
+//!   `RESOLVE_NO_XDEV`, `st_dev`, mountinfo)?
+//! - [`unmount_all_under`]: unmount everything at or below a directory, deepest first, reporting
+//!   each failure with its errno.
+//! - [`remove_tree`]: unmount first; if anything stays mounted, delete nothing; otherwise delete with
+//!   descriptor-relative calls that never follow a symlink and stop at any mount met on the way.
 
 use std::path::{Path, PathBuf};
 
+pub mod detect;
+pub mod errno;
 pub mod mountinfo;
+mod remove;
+mod unmount;
 
+pub use detect::{Detection, Methods, is_mount_point};
+pub use errno::Errno;
+pub use remove::{
+    Counts, KeepReason, Kept, NoHooks, Op, Plan, TreeRemoval, WalkHooks, plan_removal, remove_tree,
+    remove_tree_with,
+};
+pub use unmount::{UnmountFailure, UnmountReport, unmount_all_under};
+
+/// Why nothing was done at all.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
-    #[error("{path} is outside {root}; refusing to touch it")]
+    #[error(
+        "{} is not strictly inside {}; refusing to touch it",
+        shown(path),
+        shown(root)
+    )]
     OutsideRoot { path: PathBuf, root: PathBuf },
+    #[error("{} {reason}; refusing to touch it", shown(path))]
+    UnsafePath { path: PathBuf, reason: &'static str },
+    #[error("refusing to unmount or remove everything under {}", shown(path))]
+    RefusedRoot { path: PathBuf },
+    #[error("{op} {}: {source}", shown(path))]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        source: std::io::Error,
+    },
     #[error("reading /proc/self/mountinfo: {0}")]
     MountInfo(std::io::Error),
 }
 
-/// What [`remove_tree`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Removal {
-    /// The tree is gone (or was never there).
-    Removed,
-    /// Nothing was deleted; the reason names the mount(s) that stopped it, or the I/O error.
-    Kept { reason: String },
+/// A path for a one-line message: control characters (a newline, a tab) are escaped so that a
+/// hostile name cannot forge or split log lines; everything else is shown as is. (Hand-written:
+/// `Path::display` keeps control characters, `{:?}` would also escape quotes and backslashes.)
+pub fn shown(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
-/// Remove `path` (which must be strictly inside `root`) unless anything is mounted at or below it.
-pub fn remove_tree(root: &Path, path: &Path) -> Result<Removal, FsError> {
-    if !path.starts_with(root) || path == root || path.components().any(|c| c.as_os_str() == "..") {
-        return Err(FsError::OutsideRoot {
-            path: path.to_path_buf(),
-            root: root.to_path_buf(),
-        });
-    }
-    if !path.exists() {
-        return Ok(Removal::Removed);
-    }
-    let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    let mounts = mountinfo::read_self().map_err(FsError::MountInfo)?;
-    let below: Vec<String> = mounts
-        .iter()
-        .filter(|m| m.mount_point.starts_with(&canonical) || m.mount_point.starts_with(path))
-        .map(|m| m.mount_point.display().to_string())
-        .collect();
-    if !below.is_empty() {
-        return Ok(Removal::Kept {
-            reason: format!("still mounted: {}", below.join(", ")),
-        });
-    }
-    match std::fs::remove_dir_all(path) {
-        Ok(()) => Ok(Removal::Removed),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Removal::Removed),
-        Err(e) => Ok(Removal::Kept {
-            reason: format!("{}: {e}", path.display()),
-        }),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_escapes_control_characters_only() {
+        assert_eq!(shown(Path::new("/a b/c\td\ne\\f")), "/a b/c\\td\\ne\\f");
     }
 }

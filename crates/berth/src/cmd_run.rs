@@ -10,7 +10,7 @@
 use crate::output::{self, Output};
 use anyhow::Context;
 use berth_engine::report::{self, Report, now_ms};
-use berth_engine::{Command, Options, RunConfig, TaskState};
+use berth_engine::{Command, Options, PullBehavior, RunConfig, TaskState};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -47,9 +47,91 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
 
-    /// Pull every image of the task at start, instead of each once its dependencies allow.
+    #[command(flatten)]
+    pub pull: PullArgs,
+
+    /// The Docker volume driver name of berth's volume plugin (`berth volume-plugin`), used for
+    /// the task's efsVolumeConfiguration volumes.
+    #[arg(long, value_name = "DRIVER", env = "BERTH_VOLUME_PLUGIN", default_value = berth_engine::spec::DEFAULT_VOLUME_PLUGIN)]
+    pub volume_plugin: String,
+}
+
+/// Image pull options (shared by every command that runs tasks).
+#[derive(clap::Args, Debug, Clone)]
+pub struct PullArgs {
+    /// When to pull images: `default` (always pull; on failure use the cached image if any),
+    /// `always` (always pull; on failure the task stops), `once` (pull unless this agent pulled the
+    /// image before; on failure the task stops), `prefer-cached` (pull only when not present
+    /// locally). Environment: BERTH_IMAGE_PULL_BEHAVIOR, or ECS_IMAGE_PULL_BEHAVIOR.
+    #[arg(long, value_name = "BEHAVIOR", env = "BERTH_IMAGE_PULL_BEHAVIOR", value_parser = parse_behavior)]
+    pub pull_behavior: Option<PullBehavior>,
+
+    /// Pull every image of the task at start, in parallel, instead of each once its dependencies
+    /// allow its creation. Environment: BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT, or
+    /// ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT.
     #[arg(long, env = "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT")]
     pub pull_dependent_upfront: bool,
+
+    /// Give up a pull (all retries included) after this long, e.g. `2h`, `30m`.
+    #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = humantime::parse_duration)]
+    pub pull_timeout: std::time::Duration,
+
+    /// Abort a pull attempt that shows no progress for this long, e.g. `1m`, `30s`.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub pull_inactivity_timeout: std::time::Duration,
+
+    /// Pull attempts in all for failures that retrying can cure (registry unreachable); a missing
+    /// repository or tag, or an authentication refusal, is never retried.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub pull_attempts: u32,
+}
+
+fn parse_behavior(s: &str) -> Result<PullBehavior, String> {
+    s.parse()
+}
+
+/// True for the values people write for "yes" in environment variables.
+fn truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
+}
+
+impl PullArgs {
+    /// The pull behaviour: the flag, else BERTH_IMAGE_PULL_BEHAVIOR (via clap), else the ECS name.
+    pub fn behavior(&self) -> anyhow::Result<PullBehavior> {
+        match (
+            &self.pull_behavior,
+            std::env::var("ECS_IMAGE_PULL_BEHAVIOR"),
+        ) {
+            (Some(b), _) => Ok(*b),
+            (None, Ok(v)) if !v.is_empty() => v
+                .parse()
+                .map_err(|e| anyhow::anyhow!("ECS_IMAGE_PULL_BEHAVIOR: {e}")),
+            _ => Ok(PullBehavior::Default),
+        }
+    }
+
+    /// Pull up front: the flag or BERTH_ variable (via clap), else the ECS name.
+    pub fn upfront(&self) -> bool {
+        self.pull_dependent_upfront
+            || std::env::var("ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT").is_ok_and(|v| truthy(&v))
+    }
+
+    /// The Docker runtime's pull settings.
+    pub fn configure(&self, rt: berth_docker::DockerRuntime) -> berth_docker::DockerRuntime {
+        let timeouts = berth_docker::Timeouts {
+            pull: self.pull_timeout,
+            pull_inactivity: self.pull_inactivity_timeout,
+            ..Default::default()
+        };
+        rt.with_timeouts(timeouts)
+            .with_pull_retry(berth_docker::PullRetry {
+                attempts: self.pull_attempts,
+                ..Default::default()
+            })
+    }
 }
 
 /// The default data directory: /var/lib/berth for root, else $XDG_STATE_HOME/berth.
@@ -90,10 +172,28 @@ async fn run_async(
             return Ok(ExitCode::from(EXIT_NOT_RUN));
         }
     };
-    let rt = Arc::new(berth_docker::DockerRuntime::new(docker));
+    let rt = Arc::new(
+        args.pull
+            .configure(berth_docker::DockerRuntime::new(docker)),
+    );
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(data_dir.join("tasks"))
         .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+    // Shared: other runs may use this data directory too, but `berth gc` (exclusive) must not
+    // remove this task's directory while it runs.
+    let _lock = match crate::datadir::DataDirLock::acquire_shared(&data_dir) {
+        Ok(lock) => lock,
+        Err(crate::datadir::LockError::Held(path)) => {
+            eprintln!(
+                "berth: {} is held by `berth gc` or an agent; try again when it is done",
+                path.display()
+            );
+            return Ok(ExitCode::from(EXIT_NOT_RUN));
+        }
+        Err(crate::datadir::LockError::Other(e)) => return Err(e),
+    };
+    let pull_record = berth_store::PulledImages::open(&data_dir)
+        .context("opening the record of pulled images")?;
 
     let state = TaskState::new(berth_engine::new_task_id(), definition, now_ms());
     let task_id = state.id.clone();
@@ -103,8 +203,12 @@ async fn run_async(
     let config = RunConfig {
         data_dir: data_dir.clone(),
         options: Options {
-            pull_upfront: args.pull_dependent_upfront,
+            pull_upfront: args.pull.upfront(),
         },
+        pull_behavior: args.pull.behavior()?,
+        pull_record: Arc::new(pull_record),
+        volume_plugin: args.volume_plugin.clone(),
+        metadata: None,
     };
     let out = args.output;
     if out == Output::Text {
@@ -116,8 +220,9 @@ async fn run_async(
         );
     }
     let printer = tokio::spawn(async move {
+        let mut printer = output::Printer::new(out);
         while let Some(r) = report_rx.recv().await {
-            output::print_report(out, &r);
+            printer.print(&r);
         }
     });
     let actor = tokio::spawn(berth_engine::run_task(
@@ -163,15 +268,21 @@ async fn run_async(
     output::print_summary(out, &final_state, now_ms());
 
     if !args.keep {
-        let cleanup = berth_engine::cleanup_docker(&*rt, &final_state, &data_dir).await;
+        let cleanup = berth_engine::cleanup_docker(&*rt, &final_state).await;
         for r in &cleanup.refused {
             eprintln!("berth: cleanup: refused: {r}");
         }
         let dir = berth_engine::spec::task_dir(&data_dir, &task_id);
         match berth_fs::remove_tree(&data_dir.join("tasks"), &dir) {
-            Ok(berth_fs::Removal::Removed) => {}
-            Ok(berth_fs::Removal::Kept { reason }) => {
-                eprintln!("berth: cleanup: refused: {} kept: {reason}", dir.display());
+            Ok(removal) if removal.is_removed() => {}
+            Ok(removal) => {
+                for kept in removal.causes() {
+                    eprintln!("berth: cleanup: refused: {kept}");
+                }
+                eprintln!(
+                    "berth: cleanup: kept {} (`berth gc` retries)",
+                    dir.display()
+                );
             }
             Err(e) => eprintln!("berth: cleanup: {e}"),
         }

@@ -1,8 +1,10 @@
 //! The `berth` binary: command line, configuration, wiring and signals. The only crate that uses
 //! `anyhow`; every subcommand lives in its own module and returns the process exit code.
 
+mod cmd_gc;
 mod cmd_run;
 mod cmd_validate;
+mod datadir;
 mod input;
 mod output;
 
@@ -13,7 +15,7 @@ use std::process::ExitCode;
 /// Docker Engine, in dependency order, and cleans up after them without ever deleting data behind a
 /// mount.
 #[derive(Parser, Debug)]
-#[command(name = "berth", version, about, long_about = None, propagate_version = true)]
+#[command(name = "berth", version, about, long_about = None, propagate_version = true, args_override_self = true)]
 #[command(
     after_help = "Examples:\n  berth run examples/web-app.json\n  berth validate examples/web-app.json\n  berth validate examples/web-app.json --graph text\n  berth completions bash > /etc/bash_completion.d/berth"
 )]
@@ -28,6 +30,9 @@ enum Command {
     Run(cmd_run::Args),
     /// Check a task definition and report every problem at once (exit 0 valid, 65 invalid).
     Validate(cmd_validate::Args),
+    /// Remove leftover task directories under DATA_DIR/tasks/, unmounting first and never deleting
+    /// through a mount (exit 0 all removed, 1 something kept, 75 data directory locked).
+    Gc(cmd_gc::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
     Completions {
         /// The shell to generate completions for.
@@ -35,11 +40,26 @@ enum Command {
     },
 }
 
+/// Log to standard error: warnings by default, more with `BERTH_LOG=info|debug` (tracing's
+/// `EnvFilter` syntax).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
         Command::Run(args) => cmd_run::run(args),
         Command::Validate(args) => cmd_validate::run(args),
+        Command::Gc(args) => cmd_gc::run(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "berth", &mut std::io::stdout());

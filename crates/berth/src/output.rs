@@ -1,7 +1,7 @@
 //! How `berth run` shows a task to people (`text`: live lines, a summary table, a timeline) and to
 //! tools (`json`: the engine's report objects, one per line).
 
-use berth_engine::report::{self, Report};
+use berth_engine::report::{self, PullPhase, Report};
 use berth_engine::{Millis, TaskState};
 use std::io::Write;
 
@@ -18,78 +18,163 @@ fn clock(time: &str) -> &str {
     time.get(11..23).unwrap_or(time)
 }
 
-/// Print one report line.
-pub fn print_report(out: Output, r: &Report) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = match out {
-        Output::Json => match serde_json::to_string(r) {
-            Ok(line) => writeln!(stdout, "{line}"),
-            Err(e) => writeln!(std::io::stderr(), "berth: cannot encode an event: {e}"),
-        },
-        Output::Text => match r {
-            Report::Task {
-                time,
-                family,
-                known,
-                desired,
-                ..
-            } => writeln!(
-                stdout,
-                "{}  task {family}: {known} (desired {desired})",
-                clock(time)
-            ),
-            Report::Container {
-                time,
-                container,
-                known,
-                desired,
-                exit_code,
-                reason,
-                ..
-            } => {
-                if *known == berth_engine::Status::None && reason.is_none() {
-                    // Every container starts at NONE; the task line already said so.
-                    return;
-                }
-                let mut line = format!("{}  {container}: {known}", clock(time));
-                if known != desired {
-                    line.push_str(&format!(" (desired {desired})"));
-                }
-                if let Some(code) = exit_code {
-                    line.push_str(&format!(", exit code {code}"));
-                }
-                if let Some(reason) = reason {
-                    line.push_str(&format!(" — {reason}"));
-                }
-                writeln!(stdout, "{line}")
+/// Prints reports as they come: JSON lines, or text lines with a progress bar per image being
+/// pulled when standard output is a terminal (plain lines otherwise).
+pub struct Printer {
+    out: Output,
+    multi: Option<indicatif::MultiProgress>,
+    bars: std::collections::HashMap<String, indicatif::ProgressBar>,
+}
+
+impl Printer {
+    pub fn new(out: Output) -> Self {
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        Printer {
+            out,
+            multi: (out == Output::Text && tty).then(indicatif::MultiProgress::new),
+            bars: std::collections::HashMap::new(),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.multi {
+            // Above the bars, so they are not garbled.
+            Some(m) => {
+                let _ = m.println(text);
             }
+            None => {
+                let _ = writeln!(std::io::stdout().lock(), "{text}");
+            }
+        }
+    }
+
+    pub fn print(&mut self, r: &Report) {
+        if self.out == Output::Json {
+            if r.is_progress() {
+                return;
+            }
+            match serde_json::to_string(r) {
+                Ok(line) => self.line(&line),
+                Err(e) => eprintln!("berth: cannot encode an event: {e}"),
+            }
+            return;
+        }
+        if let Report::PullProgress {
+            image,
+            layers,
+            layers_done,
+            bytes,
+            bytes_total,
+            ..
+        } = r
+        {
+            if let Some(bar) = self.bars.get(image).filter(|b| !b.is_finished()) {
+                bar.set_length((*bytes_total).max(1));
+                bar.set_position(*bytes);
+                bar.set_message(format!("layers {layers_done}/{layers}"));
+            }
+            return;
+        }
+        if let (
+            Some(multi),
             Report::Pull {
-                time,
-                container,
                 image,
                 phase,
                 reason,
                 ..
-            } => {
-                let phase = serde_json::to_value(phase)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                match reason {
-                    Some(reason) => writeln!(
-                        stdout,
-                        "{}  {container}: image {image}: {phase}: {reason}",
-                        clock(time)
-                    ),
-                    None => writeln!(
-                        stdout,
-                        "{}  {container}: image {image}: {phase}",
-                        clock(time)
-                    ),
+            },
+        ) = (&self.multi, r)
+        {
+            match phase {
+                PullPhase::Started => {
+                    let bar = multi.add(indicatif::ProgressBar::new(1));
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{prefix} [{bar:30}] {bytes}/{total_bytes} {msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    bar.set_prefix(format!("pulling {image}"));
+                    self.bars.insert(image.clone(), bar);
+                }
+                PullPhase::Done | PullPhase::Failed | PullPhase::Cached => {
+                    if let Some(bar) = self.bars.remove(image) {
+                        let end = match (phase, reason) {
+                            (PullPhase::Done, _) => "done".to_string(),
+                            (_, Some(reason)) => reason.clone(),
+                            _ => "failed".to_string(),
+                        };
+                        bar.finish_with_message(end);
+                    }
                 }
             }
-        },
-    };
+        }
+        if let Some(text) = text_line(r) {
+            self.line(&text);
+        }
+    }
+}
+
+/// The text line for a report, if it deserves one.
+fn text_line(r: &Report) -> Option<String> {
+    match r {
+        Report::Task {
+            time,
+            family,
+            known,
+            desired,
+            ..
+        } => Some(format!(
+            "{}  task {family}: {known} (desired {desired})",
+            clock(time)
+        )),
+        Report::Container {
+            time,
+            container,
+            known,
+            desired,
+            exit_code,
+            reason,
+            ..
+        } => {
+            if *known == berth_engine::Status::None && reason.is_none() {
+                // Every container starts at NONE; the task line already said so.
+                return None;
+            }
+            let mut line = format!("{}  {container}: {known}", clock(time));
+            if known != desired {
+                line.push_str(&format!(" (desired {desired})"));
+            }
+            if let Some(code) = exit_code {
+                line.push_str(&format!(", exit code {code}"));
+            }
+            if let Some(reason) = reason {
+                line.push_str(&format!(" — {reason}"));
+            }
+            Some(line)
+        }
+        Report::Pull {
+            time,
+            container,
+            image,
+            phase,
+            reason,
+            ..
+        } => {
+            let phase = match phase {
+                PullPhase::Started => "pull started",
+                PullPhase::Done => "pulled",
+                PullPhase::Failed => "pull failed",
+                PullPhase::Cached => "using the cached image",
+            };
+            Some(match reason {
+                Some(reason) => format!("{}  {container}: {image}: {phase}: {reason}", clock(time)),
+                None => format!("{}  {container}: {image}: {phase}", clock(time)),
+            })
+        }
+        Report::PullProgress { .. } => None,
+    }
 }
 
 /// Print the end of a run: the JSON summary line, or a table and a timeline.
@@ -112,6 +197,14 @@ pub fn print_summary(out: Output, state: &TaskState, now: Millis) {
         state.stopped_reason.as_deref().unwrap_or("-"),
         summary.exit_code
     );
+    if let (Some(a), Some(b)) = (state.pull_started_at(), state.pull_stopped_at()) {
+        println!(
+            "images: pulls from {} to {} ({:.2}s)",
+            report::rfc3339(a),
+            report::rfc3339(b),
+            (b - a) as f64 / 1000.0
+        );
+    }
     let rows: Vec<[String; 6]> = state
         .containers
         .iter()

@@ -6,7 +6,7 @@ use berth_testkit::{docker, registry, test_image, unique_name};
 use bollard::Docker;
 use serde_json::{Value, json};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A finished `berth run`: its exit status and its JSON lines.
 struct Run {
@@ -88,7 +88,15 @@ fn berth_run_def(family: String, def: Value, extra: &[&str]) -> Run {
     let file = data_dir.path().join("task.json");
     std::fs::write(&file, def.to_string()).expect("write task");
     let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["run", "--output", "json", "--data-dir"])
+        // The test image exists only locally: use it without asking any registry.
+        .args([
+            "run",
+            "--output",
+            "json",
+            "--pull-behavior",
+            "prefer-cached",
+            "--data-dir",
+        ])
         .arg(data_dir.path())
         .args(extra)
         .arg(&file)
@@ -410,7 +418,14 @@ async fn scratch_volume_is_shared_and_the_task_directory_removed() {
     let file = dir.path().join("t.json");
     std::fs::write(&file, def.to_string()).expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["run", "--output", "json", "--data-dir"])
+        .args([
+            "run",
+            "--output",
+            "json",
+            "--pull-behavior",
+            "prefer-cached",
+            "--data-dir",
+        ])
         .arg(dir.path())
         .arg(&file)
         .output()
@@ -445,4 +460,132 @@ fn invalid_definition_exits_65_and_starts_nothing() {
     assert_eq!(out.status.code(), Some(65));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("containerDefinitions[0].image"), "{err}");
+}
+
+/// Start `berth run` on `containers`, wait until the task is RUNNING, and return the child with its
+/// JSON lines so far.
+fn start_until_running(
+    prefix: &str,
+    containers: Vec<Value>,
+) -> (std::process::Child, Vec<Value>, tempfile::TempDir, String) {
+    use std::io::BufRead;
+    let family = unique_name(prefix);
+    let def = json!({"family": family, "containerDefinitions": containers});
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("t.json");
+    std::fs::write(&file, def.to_string()).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args([
+            "run",
+            "--output",
+            "json",
+            "--pull-behavior",
+            "prefer-cached",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("berth runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = Vec::new();
+    let mut reader = std::io::BufReader::new(stdout);
+    loop {
+        let mut line = String::new();
+        let n = reader.read_line(&mut line).expect("read");
+        assert!(n > 0, "berth ended before the task ran: {lines:?}");
+        let v: Value = serde_json::from_str(&line).expect("JSON");
+        let running = v["event"] == "task" && v["known"] == "RUNNING";
+        lines.push(v);
+        if running {
+            break;
+        }
+    }
+    // Keep draining in the background so berth never blocks on a full pipe.
+    std::thread::spawn(move || reader.lines().map_while(Result::ok).for_each(drop));
+    (child, lines, dir, family)
+}
+
+fn signal(child: &std::process::Child, sig: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{sig}"), child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+fn family_containers(family: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=berth.family={family}"),
+        ])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn ctrl_c_stops_the_task_cleanly_and_removes_its_containers() {
+    let mut a = c("a", SERVE);
+    a["essential"] = json!(false);
+    let mut b = c("b", SERVE);
+    b["dependsOn"] = json!([{"containerName": "a", "condition": "START"}]);
+    let (mut child, _lines, _dir, family) = start_until_running("ctrl-c", vec![a, b]);
+    let t = Instant::now();
+    signal(&child, "INT");
+    let status = child.wait().expect("berth ends");
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "clean stop took {:?}",
+        t.elapsed()
+    );
+    // b's trap exits 0 on SIGTERM: the essential container's exit code is berth's.
+    assert_eq!(status.code(), Some(0));
+    assert!(family_containers(&family).is_empty(), "containers removed");
+}
+
+#[test]
+fn a_second_ctrl_c_kills_what_ignores_sigterm() {
+    // b ignores SIGTERM and would get 30 s of grace: the second Ctrl-C must not wait for it.
+    let mut b = c("b", "trap '' TERM; while true; do sleep 0.1; done");
+    b["stopTimeout"] = json!(30);
+    let (mut child, _lines, _dir, family) = start_until_running("ctrl-c-twice", vec![b]);
+    let t = Instant::now();
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, "INT");
+    let status = child.wait().expect("berth ends");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "kill took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(status.code(), Some(137), "SIGKILL's exit code");
+    assert!(family_containers(&family).is_empty(), "containers removed");
+}
+
+#[test]
+fn berth_gc_waits_while_a_run_uses_the_data_directory() {
+    let (mut child, _lines, dir, _family) = start_until_running("gc-lock", vec![c("a", SERVE)]);
+    let gc = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["gc", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("berth gc runs");
+    signal(&child, "INT");
+    let _ = child.wait();
+    assert_eq!(
+        gc.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
 }

@@ -1,0 +1,174 @@
+//! berth-store: the only crate that knows how berth's state is kept on disk.
+//!
+//! For now it holds one thing: the record of images this agent pulled successfully
+//! ([`PulledImages`]), which the `once` pull behaviour needs across restarts. It is a small JSON file
+//! in the data directory (`pulled-images.json`), rewritten atomically on every change (temporary
+//! file in the same directory, fsync, rename, fsync of the directory), with a version field. The
+//! embedded database of the agent replaces this file when it lands; the trait the engine sees
+//! ([`berth_engine::PullRecord`]) stays.
+
+use berth_engine::PullRecord;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The file name inside the data directory.
+pub const PULLED_IMAGES_FILE: &str = "pulled-images.json";
+const VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a berth pulled-images file: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{path} has version {found}; this berth reads version {VERSION} (upgrade berth)")]
+    Version { path: PathBuf, found: u32 },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One image pulled by this agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageRecord {
+    /// Unix milliseconds of the last successful pull.
+    pub pulled_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct FileFormat {
+    version: u32,
+    images: BTreeMap<String, ImageRecord>,
+}
+
+/// The images this agent pulled, persisted in `<data-dir>/pulled-images.json`.
+#[derive(Debug)]
+pub struct PulledImages {
+    path: PathBuf,
+    images: Mutex<BTreeMap<String, ImageRecord>>,
+}
+
+impl PulledImages {
+    /// Open (or start) the record in `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
+        let path = data_dir.join(PULLED_IMAGES_FILE);
+        let images = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let f: FileFormat =
+                    serde_json::from_slice(&bytes).map_err(|source| StoreError::Parse {
+                        path: path.clone(),
+                        source,
+                    })?;
+                if f.version != VERSION {
+                    return Err(StoreError::Version {
+                        path,
+                        found: f.version,
+                    });
+                }
+                f.images
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(source) => return Err(StoreError::Read { path, source }),
+        };
+        Ok(PulledImages {
+            path,
+            images: Mutex::new(images),
+        })
+    }
+
+    pub fn get(&self, image: &str) -> Option<ImageRecord> {
+        self.lock().get(image).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ImageRecord>> {
+        // The map is always consistent between statements: a panic elsewhere cannot corrupt it.
+        self.images.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Record a pull and persist it before returning.
+    pub fn record(&self, image: &str, at: i64) -> Result<(), StoreError> {
+        let mut images = self.lock();
+        images.insert(image.to_string(), ImageRecord { pulled_at: at });
+        let file = FileFormat {
+            version: VERSION,
+            images: images.clone(),
+        };
+        // Serializing a map of strings cannot fail.
+        let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
+        write_atomic(&self.path, &bytes).map_err(|source| StoreError::Write {
+            path: self.path.clone(),
+            source,
+        })
+    }
+}
+
+impl PullRecord for PulledImages {
+    fn pulled_before(&self, image: &str) -> bool {
+        self.get(image).is_some()
+    }
+
+    fn record_pull(&self, image: &str) -> Result<(), String> {
+        self.record(image, berth_engine::report::now_ms())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Replace `path` with `bytes` so that a crash leaves either the old or the new content: write a
+/// temporary file in the same directory, fsync it, rename it over `path`, fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "state".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn survives_reopening() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let r = PulledImages::open(dir.path()).expect("open");
+        assert!(!r.pulled_before("a:1"));
+        r.record("a:1", 5).expect("record");
+        let again = PulledImages::open(dir.path()).expect("reopen");
+        assert!(again.pulled_before("a:1"));
+        assert_eq!(again.get("a:1"), Some(ImageRecord { pulled_at: 5 }));
+        assert!(!again.pulled_before("b:1"));
+    }
+
+    #[test]
+    fn refuses_a_newer_version_and_garbage_with_the_path() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = dir.path().join(PULLED_IMAGES_FILE);
+        std::fs::write(&p, r#"{"version": 9, "images": {}}"#).expect("write");
+        let e = PulledImages::open(dir.path()).expect_err("newer version");
+        assert!(e.to_string().contains("version 9"), "{e}");
+        std::fs::write(&p, "{").expect("write");
+        let e = PulledImages::open(dir.path()).expect_err("garbage");
+        assert!(e.to_string().contains(PULLED_IMAGES_FILE), "{e}");
+    }
+}
