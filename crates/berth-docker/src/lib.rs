@@ -8,9 +8,11 @@
 //! and mapping the engine-neutral [`ContainerSpec`] to Docker's create body field by field.
 
 use berth_engine::runtime::{
-    ContainerInfo, ProgressSink, PullProgress, Runtime, RuntimeError, RuntimeEvent,
+    BoundPort, ContainerDetails, ContainerInfo, HealthDetails, IpamConfig, MountDetails,
+    NetworkAttachment, NetworkInfo, ProgressSink, PullProgress, Runtime, RuntimeError,
+    RuntimeEvent,
 };
-use berth_engine::spec::{ContainerSpec, LABEL_TASK, MountKind, VolumeSpec};
+use berth_engine::spec::{ContainerSpec, LABEL_DATA_DIR, LABEL_TASK, MountKind, VolumeSpec};
 use berth_engine::state::{Health, Millis};
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
@@ -21,7 +23,7 @@ use bollard::models::{
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
     KillContainerOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
-    StopContainerOptionsBuilder,
+    StatsOptionsBuilder, StopContainerOptionsBuilder,
 };
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use futures_util::stream::{BoxStream, StreamExt};
@@ -29,6 +31,17 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A container berth created, as listed by [`DockerRuntime::list_managed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedContainer {
+    pub id: String,
+    pub name: String,
+    /// Its `berth.task` label.
+    pub task: String,
+    /// Its `berth.data-dir` label (absent on containers of older berths).
+    pub data_dir: Option<String>,
+}
 
 /// Timeouts for Docker calls (ECS's defaults where ECS has one).
 #[derive(Debug, Clone, Copy)]
@@ -134,6 +147,65 @@ impl DockerRuntime {
 
     pub fn docker(&self) -> &Docker {
         &self.docker
+    }
+
+    /// Every container berth created (label `berth.task`), running or not.
+    pub async fn list_managed(&self) -> Result<Vec<ManagedContainer>, RuntimeError> {
+        let mut filters: HashMap<String, Vec<String>> = HashMap::new();
+        filters.insert("label".into(), vec![LABEL_TASK.to_string()]);
+        let opts = bollard::query_parameters::ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = timed(
+            "container list",
+            self.timeouts.inspect,
+            self.docker.list_containers(Some(opts)),
+        )
+        .await?;
+        Ok(list
+            .into_iter()
+            .map(|c| {
+                let name = c
+                    .names
+                    .and_then(|n| n.into_iter().next())
+                    .unwrap_or_default()
+                    .trim_start_matches('/')
+                    .to_string();
+                let mut labels = c.labels.unwrap_or_default();
+                ManagedContainer {
+                    id: c.id.unwrap_or_default(),
+                    name,
+                    task: labels.remove(LABEL_TASK).unwrap_or_default(),
+                    data_dir: labels.remove(LABEL_DATA_DIR),
+                }
+            })
+            .collect())
+    }
+
+    /// A container's output, as (is stderr, bytes) chunks; `follow` keeps streaming until it exits.
+    pub fn logs(
+        &self,
+        id: &str,
+        follow: bool,
+    ) -> BoxStream<'static, Result<(bool, bytes::Bytes), RuntimeError>> {
+        let opts = bollard::query_parameters::LogsOptionsBuilder::default()
+            .follow(follow)
+            .stdout(true)
+            .stderr(true)
+            .build();
+        self.docker
+            .logs(id, Some(opts))
+            .map(|r| match r {
+                Ok(bollard::container::LogOutput::StdErr { message }) => Ok((true, message)),
+                Ok(
+                    bollard::container::LogOutput::StdOut { message }
+                    | bollard::container::LogOutput::Console { message }
+                    | bollard::container::LogOutput::StdIn { message },
+                ) => Ok((false, message)),
+                Err(e) => Err(translate(e)),
+            })
+            .boxed()
     }
 
     async fn pull_with_retries(
@@ -749,6 +821,145 @@ impl Runtime for DockerRuntime {
             }
         });
         Ok(stream.boxed())
+    }
+
+    async fn inspect_details(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
+        let r = timed(
+            "container inspect",
+            self.timeouts.inspect,
+            self.docker.inspect_container(id, None),
+        )
+        .await?;
+        Ok(details_of(r))
+    }
+
+    async fn stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
+        // One sample, answered at once (`one-shot`, API 1.41+): no wait for a second cycle.
+        let opts = StatsOptionsBuilder::default()
+            .stream(false)
+            .one_shot(true)
+            .build();
+        let mut stream = self.docker.stats(id, Some(opts));
+        let sample = match tokio::time::timeout(self.timeouts.inspect, stream.next()).await {
+            Ok(Some(r)) => r.map_err(translate)?,
+            Ok(None) => {
+                return Err(RuntimeError::Other(format!(
+                    "stats of {id}: the engine sent nothing"
+                )));
+            }
+            Err(_) => {
+                return Err(RuntimeError::Timeout(format!(
+                    "stats of {id} did not answer within {}s",
+                    self.timeouts.inspect.as_secs()
+                )));
+            }
+        };
+        serde_json::to_value(sample).map_err(|e| RuntimeError::Other(format!("stats of {id}: {e}")))
+    }
+
+    async fn inspect_network(&self, name: &str) -> Result<NetworkInfo, RuntimeError> {
+        let n = timed(
+            "network inspect",
+            self.timeouts.inspect,
+            self.docker.inspect_network(name, None),
+        )
+        .await?;
+        Ok(NetworkInfo {
+            name: n.name.unwrap_or_else(|| name.to_string()),
+            ipam: n
+                .ipam
+                .and_then(|i| i.config)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| IpamConfig {
+                    subnet: c.subnet.filter(|s| !s.is_empty()),
+                    gateway: c.gateway.filter(|g| !g.is_empty()),
+                })
+                .collect(),
+            bridge_interface: n
+                .options
+                .and_then(|o| o.get("com.docker.network.bridge.name").cloned()),
+        })
+    }
+}
+
+/// The metadata endpoint's view of `docker inspect`: image id, networks, bound ports, health
+/// result, mounts. Missing parts are left empty, never an error.
+pub fn details_of(r: bollard::models::ContainerInspectResponse) -> ContainerDetails {
+    let settings = r.network_settings.unwrap_or_default();
+    let mut networks: Vec<NetworkAttachment> = settings
+        .networks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(network, ep)| NetworkAttachment {
+            network,
+            ipv4_addresses: ep
+                .ip_address
+                .filter(|a| !a.is_empty())
+                .into_iter()
+                .collect(),
+        })
+        .collect();
+    networks.sort_by(|a, b| a.network.cmp(&b.network));
+    let mut ports = Vec::new();
+    for (key, bindings) in settings.ports.unwrap_or_default() {
+        let (port, protocol) = key.split_once('/').unwrap_or((key.as_str(), "tcp"));
+        let Ok(container_port) = port.parse::<u16>() else {
+            continue;
+        };
+        for b in bindings.unwrap_or_default() {
+            ports.push(BoundPort {
+                container_port,
+                protocol: protocol.to_string(),
+                host_port: b.host_port.as_deref().and_then(|p| p.parse().ok()),
+                host_ip: b.host_ip.filter(|h| !h.is_empty()),
+            });
+        }
+    }
+    ports.sort_by(|a, b| {
+        (a.container_port, &a.protocol, &a.host_ip).cmp(&(
+            b.container_port,
+            &b.protocol,
+            &b.host_ip,
+        ))
+    });
+    let health = r.state.and_then(|s| s.health).map(|h| {
+        let status = health_of(h.status).unwrap_or_default();
+        let log = h.log.unwrap_or_default();
+        let last = log.last();
+        // The trailing run of results with the same outcome (pass or fail) began the status.
+        let passed = |e: &bollard::models::HealthcheckResult| e.exit_code == Some(0);
+        let since = last.and_then(|l| {
+            let outcome = passed(l);
+            log.iter()
+                .rev()
+                .take_while(|e| passed(e) == outcome)
+                .last()
+                .and_then(|e| e.end.as_deref().and_then(parse_docker_time))
+        });
+        HealthDetails {
+            status,
+            since,
+            exit_code: last.and_then(|l| l.exit_code),
+            output: last.and_then(|l| l.output.clone()),
+        }
+    });
+    let mounts = r
+        .mounts
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| MountDetails {
+            name: m.name.filter(|n| !n.is_empty()),
+            source: m.source.filter(|s| !s.is_empty()),
+            destination: m.destination.unwrap_or_default(),
+        })
+        .collect();
+    ContainerDetails {
+        image_id: r.image.filter(|i| !i.is_empty()),
+        networks,
+        ports,
+        health,
+        mounts,
     }
 }
 

@@ -20,6 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
+const MIN_RECONNECT_DELAY: Duration = Duration::from_millis(100);
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+
 /// Requests to a running task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -41,6 +44,33 @@ pub struct RunConfig {
     pub volume_plugin: String,
     /// Where containers reach the task metadata endpoint, when it is served.
     pub metadata: Option<spec::MetadataEndpoint>,
+    /// Saves every state change before the actions it leads to (the agent's store).
+    pub persist: Option<Arc<dyn Persist>>,
+    /// The state comes from a store after a restart: adopt its containers from Docker first.
+    pub resume: bool,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<EngineMetrics>,
+}
+
+/// Counters the engine keeps for `/metrics` (shared by every task of an agent).
+#[derive(Debug, Default)]
+pub struct EngineMetrics {
+    /// Docker event streams re-subscribed after breaking.
+    pub event_stream_reconnects: std::sync::atomic::AtomicU64,
+    /// Docker calls that failed (pull, create, start, stop, inspect during adoption).
+    pub docker_errors: std::sync::atomic::AtomicU64,
+}
+
+impl EngineMetrics {
+    fn count(counter: &std::sync::atomic::AtomicU64) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Durable storage of task state, as the actor needs it.
+pub trait Persist: Send + Sync + 'static {
+    /// Save the state; durable when this returns.
+    fn save(&self, state: &TaskState) -> Result<(), String>;
 }
 
 impl RunConfig {
@@ -54,6 +84,9 @@ impl RunConfig {
             pull_record: Arc::new(pulls::MemoryPullRecord::default()),
             volume_plugin: spec::DEFAULT_VOLUME_PLUGIN.to_string(),
             metadata: None,
+            persist: None,
+            resume: false,
+            metrics: Arc::new(EngineMetrics::default()),
         }
     }
 }
@@ -76,11 +109,26 @@ pub async fn run_task<R: Runtime>(
 
     // Subscribe before anything is created, so no event of this task can be missed.
     let mut events = subscribe(&*rt, &state.id).await;
+    if config.resume {
+        adopt(&*rt, &mut state).await;
+    }
     let volumes = prepare_volumes(&*rt, &mut state, &config).await;
+    let mut saved: Option<TaskState> = None;
+    let mut reconnect_delay = MIN_RECONNECT_DELAY;
 
     loop {
         let now = now_ms();
         let (effects, wake_at) = state.step(config.options, now);
+        // Persist before acting: a restarted agent must know every container name it may have
+        // created and every stop it decided.
+        if let Some(p) = &config.persist
+            && saved.as_ref() != Some(&state)
+        {
+            if let Err(e) = p.save(&state) {
+                tracing::error!(task = %state.id, error = %e, "cannot save the task state");
+            }
+            saved = Some(state.clone());
+        }
         for action in effects {
             spawn_effect(&rt, &config, &state, &volumes, action, tx.clone(), &reports);
         }
@@ -98,17 +146,31 @@ pub async fn run_task<R: Runtime>(
             }
         };
         tokio::select! {
-            Some(ev) = rx.recv() => state.apply(&ev),
-            ev = next_event(&mut events) => match ev {
+            Some(ev) = rx.recv() => {
+                if matches!(ev, Event::PullFailed { .. } | Event::CreateFailed { .. } | Event::StartFailed { .. } | Event::StopFailed { .. }) {
+                    EngineMetrics::count(&config.metrics.docker_errors);
+                }
+                state.apply(&ev);
+            }
+            ev = next_event(&mut events, reconnect_delay) => match ev {
                 Some(ev) => {
+                    reconnect_delay = MIN_RECONNECT_DELAY;
                     if let Some(ev) = translate(&state, ev) {
                         state.apply(&ev);
                     }
                 }
+                // The stream broke (Docker restarted, connection lost): wait, then subscribe again
+                // and re-sync from `inspect`, with a growing delay while it keeps failing.
+                None if events.is_some() => {
+                    tracing::warn!(task = %state.id, retry_in = ?reconnect_delay, "docker event stream ended");
+                    events = None;
+                }
                 None => {
-                    tracing::warn!(task = %state.id, "docker event stream ended; re-subscribing");
+                    EngineMetrics::count(&config.metrics.event_stream_reconnects);
                     events = subscribe(&*rt, &state.id).await;
                     resync(&*rt, &mut state).await;
+                    reconnect_delay = (reconnect_delay * 2).min(MAX_RECONNECT_DELAY);
+                    tracing::info!(task = %state.id, "re-subscribed to docker events and re-synced");
                 }
             },
             cmd = commands.recv(), if commands_open => match cmd {
@@ -146,27 +208,89 @@ fn publish(
     *published = Some(state.clone());
 }
 
-/// Subscribe to the task's Docker events, retrying with backoff while the engine is unreachable.
+/// Subscribe to the task's Docker events (the request is made when the stream is first polled).
 async fn subscribe<R: Runtime>(rt: &R, task_id: &str) -> Option<BoxStream<'static, RuntimeEvent>> {
-    let mut delay = Duration::from_millis(100);
-    for attempt in 1..=8 {
-        match rt.events(task_id).await {
-            Ok(s) => return Some(s),
-            Err(e) => {
-                tracing::warn!(task = %task_id, attempt, error = %e, "cannot subscribe to docker events");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
+    match rt.events(task_id).await {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(task = %task_id, error = %e, "cannot subscribe to docker events");
+            None
         }
     }
-    None
 }
 
-async fn next_event(events: &mut Option<BoxStream<'static, RuntimeEvent>>) -> Option<RuntimeEvent> {
+/// The next Docker event; `None` when the stream ended, or — when there is no stream — after
+/// `delay`, as the signal to subscribe again.
+async fn next_event(
+    events: &mut Option<BoxStream<'static, RuntimeEvent>>,
+    delay: Duration,
+) -> Option<RuntimeEvent> {
     match events {
         Some(s) => s.next().await,
-        // Without a stream (engine unreachable) results of effects still drive the task.
-        None => std::future::pending().await,
+        None => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+    }
+}
+
+/// After a restart: forget operations that were in flight when the agent died, find each
+/// container in Docker (by id, or by the name decided before `create`), and raise known statuses
+/// from `inspect`; containers that vanished are STOPPED with a reason. Nothing is created twice:
+/// a container whose create may have happened is found by its name.
+pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
+    for i in 0..state.containers.len() {
+        let c = &mut state.containers[i];
+        c.in_flight = None;
+        if c.known == Status::Stopped {
+            continue;
+        }
+        // A stop decided before the crash is sent again.
+        c.stop_sent = false;
+        let target = c.docker_id.clone().unwrap_or_else(|| c.docker_name.clone());
+        let had_id = c.docker_id.is_some();
+        let name = c.name.clone();
+        match rt.inspect(&target).await {
+            Ok(info) => {
+                let at = now_ms();
+                if !had_id {
+                    state.apply(&Event::Created {
+                        container: i,
+                        docker_id: info.id.clone(),
+                        at,
+                    });
+                }
+                if info.running {
+                    state.apply(&Event::Started {
+                        container: i,
+                        at: info.started_at.unwrap_or(at),
+                    });
+                    if let Some(h) = info.health {
+                        state.apply(&Event::Health {
+                            container: i,
+                            health: h,
+                        });
+                    }
+                } else if info.finished_at.is_some() {
+                    state.apply(&Event::Exited {
+                        container: i,
+                        exit_code: info.exit_code,
+                        started_at: info.started_at,
+                        at: info.finished_at.unwrap_or(at),
+                    });
+                }
+            }
+            Err(RuntimeError::NotFound(_)) if had_id => state.apply(&Event::Vanished {
+                container: i,
+                at: now_ms(),
+                reason: "container vanished while the agent was down".into(),
+            }),
+            // Never created (the crash came before `create`): the engine creates it now.
+            Err(RuntimeError::NotFound(_)) => {}
+            Err(e) => {
+                tracing::warn!(task = %state.id, container = %name, error = %e, "cannot inspect while adopting");
+            }
+        }
     }
 }
 
@@ -228,9 +352,6 @@ fn translate(state: &TaskState, ev: RuntimeEvent) -> Option<Event> {
         },
         RuntimeEvent::Destroy { id, at } => {
             let i = state.index_of_docker_id(&id)?;
-            if state.containers[i].known == Status::Stopped {
-                return None;
-            }
             Event::Vanished {
                 container: i,
                 at,
@@ -352,9 +473,17 @@ fn spawn_effect<R: Runtime>(
             });
         }
         Action::Create(i) => {
-            let spec = spec::container_spec(state, i, volumes, config.metadata.as_ref());
+            let mut spec = spec::container_spec(state, i, volumes, config.metadata.as_ref());
+            spec.labels.insert(
+                spec::LABEL_DATA_DIR.to_string(),
+                config.data_dir.display().to_string(),
+            );
+            let name = state.containers[i].name.clone();
             tokio::spawn(async move {
-                let ev = match rt.create(&spec).await {
+                crate::failpoint::hit("before-create", &name);
+                let created = rt.create(&spec).await;
+                crate::failpoint::hit("after-create", &name);
+                let ev = match created {
                     Ok(docker_id) => Event::Created {
                         container: i,
                         docker_id,
@@ -371,8 +500,11 @@ fn spawn_effect<R: Runtime>(
         }
         Action::Start(i) => {
             let id = state.containers[i].docker_id.clone().unwrap_or_default();
+            let name = state.containers[i].name.clone();
             tokio::spawn(async move {
-                let ev = match rt.start(&id).await {
+                let started = rt.start(&id).await;
+                crate::failpoint::hit("after-start", &name);
+                let ev = match started {
                     Ok(()) => Event::Started {
                         container: i,
                         at: now_ms(),

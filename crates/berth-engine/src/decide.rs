@@ -488,6 +488,10 @@ impl TaskState {
             } => {
                 let c = &mut self.containers[*container];
                 c.in_flight = None;
+                if c.known == Status::Stopped && !c.stop_sent && c.reason.is_none() {
+                    // Killed and removed by someone else (`docker rm -f`): the die came first.
+                    c.reason = Some(reason.clone());
+                }
                 if c.known < Status::Stopped {
                     c.reason.get_or_insert_with(|| reason.clone());
                     c.finished_at = Some(*at);

@@ -5,8 +5,11 @@
 //! events for start/die/health/destroy), so scenarios on it mean something; end-to-end behaviour is
 //! still proven against the real Docker Engine in the binary crate's tests.
 
-use crate::runtime::{ContainerInfo, Runtime, RuntimeError, RuntimeEvent};
-use crate::spec::{ContainerSpec, LABEL_CONTAINER, LABEL_TASK, VolumeSpec};
+use crate::runtime::{
+    BoundPort, ContainerDetails, ContainerInfo, HealthDetails, IpamConfig, MountDetails,
+    NetworkAttachment, NetworkInfo, Runtime, RuntimeError, RuntimeEvent,
+};
+use crate::spec::{ContainerSpec, LABEL_CONTAINER, LABEL_TASK, MountKind, VolumeSpec};
 use crate::state::Health;
 use futures_util::stream::BoxStream;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -314,4 +317,144 @@ impl Runtime for FakeRuntime {
             );
         Ok(Box::pin(stream))
     }
+
+    /// Made-up but consistent details: bridge containers get `172.17.0.<n>` and bound ports
+    /// (the given host port, else `32768 + n`) once running; scripted health reports `ok`.
+    async fn inspect_details(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
+        let inner = self.lock();
+        let (n, c) = inner
+            .containers
+            .iter()
+            .enumerate()
+            .find(|(_, (k, _))| k.as_str() == id)
+            .map(|(n, (_, c))| (n, c))
+            .ok_or_else(|| RuntimeError::NotFound(format!("no such container: {id}")))?;
+        let def_name = c
+            .spec
+            .labels
+            .get(LABEL_CONTAINER)
+            .cloned()
+            .unwrap_or_default();
+        let script = inner.scripts.get(&def_name).cloned().unwrap_or_default();
+        let bridge = c.spec.network_mode == "bridge";
+        let networks = if c.running {
+            let ipv4_addresses = if bridge {
+                vec![format!("172.17.0.{}", n + 2)]
+            } else {
+                Vec::new()
+            };
+            vec![NetworkAttachment {
+                network: c.spec.network_mode.clone(),
+                ipv4_addresses,
+            }]
+        } else {
+            Vec::new()
+        };
+        let ports = if c.running && bridge {
+            c.spec
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(k, p)| BoundPort {
+                    container_port: p.container_port,
+                    protocol: p.protocol.to_string(),
+                    host_port: Some(
+                        p.host_port
+                            .unwrap_or_else(|| 32768 + u16::try_from(k).unwrap_or(0)),
+                    ),
+                    host_ip: Some("0.0.0.0".to_string()),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let health = c.spec.health.as_ref().map(|_| HealthDetails {
+            status: if script.healthy {
+                Health::Healthy
+            } else if script.unhealthy {
+                Health::Unhealthy
+            } else {
+                Health::Starting
+            },
+            since: None,
+            exit_code: Some(i64::from(script.unhealthy)),
+            output: Some(if script.unhealthy { "failed" } else { "ok" }.to_string()),
+        });
+        let mounts = c
+            .spec
+            .mounts
+            .iter()
+            .map(|m| MountDetails {
+                name: (m.kind == MountKind::Volume).then(|| m.source.clone()),
+                source: Some(m.source.clone()),
+                destination: m.target.clone(),
+            })
+            .collect();
+        Ok(ContainerDetails {
+            image_id: Some(format!("sha256:{:064x}", image_digest(&c.spec.image))),
+            networks,
+            ports,
+            health,
+            mounts,
+        })
+    }
+
+    /// A small stats object in Docker's shape (cgroup v1 keys), growing with the fake clock.
+    async fn stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
+        let mut inner = self.lock();
+        let t = u64::try_from(Self::tick(&mut inner)).unwrap_or(0);
+        let c = inner
+            .containers
+            .get(id)
+            .ok_or_else(|| RuntimeError::NotFound(format!("no such container: {id}")))?;
+        let mut stats = serde_json::json!({
+            "read": "2026-11-30T01:00:00.000000000Z",
+            "id": id,
+            "name": format!("/{}", c.spec.name),
+            "num_procs": 0,
+            "pids_stats": {"current": 1},
+            "cpu_stats": {
+                "cpu_usage": {
+                    "total_usage": t * 1_000_000,
+                    "percpu_usage": [t * 500_000, t * 500_000],
+                    "usage_in_kernelmode": t * 200_000,
+                    "usage_in_usermode": t * 800_000
+                },
+                "system_cpu_usage": t * 100_000_000,
+                "online_cpus": 2,
+                "throttling_data": {"periods": 0, "throttled_periods": 0, "throttled_time": 0}
+            },
+            "precpu_stats": {"cpu_usage": {"total_usage": 0}, "throttling_data": {}},
+            "memory_stats": {"usage": 4_194_304, "max_usage": 8_388_608, "limit": 1_073_741_824,
+                             "stats": {"cache": 1_048_576, "rss": 3_145_728}},
+            "blkio_stats": {"io_service_bytes_recursive": []}
+        });
+        if c.spec.network_mode == "bridge" {
+            stats["networks"] = serde_json::json!({"eth0": {"rx_bytes": t * 100, "tx_bytes": t * 50,
+                                             "rx_packets": t, "tx_packets": t}});
+        }
+        Ok(stats)
+    }
+
+    /// Only `bridge` exists: subnet 172.17.0.0/16 and, as Docker 20.10 often shows it, no gateway.
+    async fn inspect_network(&self, name: &str) -> Result<NetworkInfo, RuntimeError> {
+        if name != "bridge" {
+            return Err(RuntimeError::NotFound(format!("network {name} not found")));
+        }
+        Ok(NetworkInfo {
+            name: name.to_string(),
+            ipam: vec![IpamConfig {
+                subnet: Some("172.17.0.0/16".to_string()),
+                gateway: None,
+            }],
+            bridge_interface: Some("docker0".to_string()),
+        })
+    }
+}
+
+/// A stable number standing in for an image digest (FNV-1a of the reference).
+fn image_digest(image: &str) -> u64 {
+    image.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

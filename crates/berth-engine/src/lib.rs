@@ -7,6 +7,7 @@
 
 pub mod actor;
 pub mod decide;
+pub mod failpoint;
 pub mod fake;
 pub mod pull;
 pub mod report;
@@ -14,8 +15,12 @@ pub mod runtime;
 pub mod spec;
 pub mod state;
 
-pub use actor::{CleanupReport, Command, RunConfig, cleanup_docker, run_task};
+pub use actor::{
+    CleanupReport, Command, EngineMetrics, Persist, RunConfig, adopt, cleanup_docker, run_task,
+};
 pub use decide::{Action, Decision, Event, Options, decide};
 pub use pull::{PullBehavior, PullRecord};
-pub use runtime::{ContainerInfo, Runtime, RuntimeError, RuntimeEvent};
+pub use runtime::{
+    ContainerDetails, ContainerInfo, NetworkInfo, Runtime, RuntimeError, RuntimeEvent,
+};
 pub use state::{ContainerState, Health, Millis, Status, StopKind, TaskState, new_task_id};

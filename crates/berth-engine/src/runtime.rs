@@ -63,6 +63,72 @@ pub struct ContainerInfo {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
+/// What the task metadata endpoint needs to know about a created container beyond the task state
+/// (from `inspect`): dynamic details Docker decides, such as addresses and bound host ports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerDetails {
+    /// The image's content id, e.g. `sha256:…`.
+    pub image_id: Option<String>,
+    /// The networks the container is attached to (empty before it starts).
+    pub networks: Vec<NetworkAttachment>,
+    /// Ports actually bound on the host (bridge mode; empty before the container starts).
+    pub ports: Vec<BoundPort>,
+    /// The health check's last result, when the container has a health check.
+    pub health: Option<HealthDetails>,
+    pub mounts: Vec<MountDetails>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NetworkAttachment {
+    /// The Docker network name, e.g. `bridge`.
+    pub network: String,
+    pub ipv4_addresses: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BoundPort {
+    pub container_port: u16,
+    /// `tcp` or `udp`.
+    pub protocol: String,
+    pub host_port: Option<u16>,
+    pub host_ip: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HealthDetails {
+    pub status: Health,
+    /// When the current status began (first check of the trailing run of like results).
+    pub since: Option<Millis>,
+    /// Exit code of the last check.
+    pub exit_code: Option<i64>,
+    /// Output of the last check.
+    pub output: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MountDetails {
+    /// The Docker volume name (None for bind mounts).
+    pub name: Option<String>,
+    pub source: Option<String>,
+    pub destination: String,
+}
+
+/// What `inspect_network` tells about a Docker network.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NetworkInfo {
+    pub name: String,
+    pub ipam: Vec<IpamConfig>,
+    /// The host interface of a bridge network (`com.docker.network.bridge.name`), e.g. `docker0`.
+    pub bridge_interface: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IpamConfig {
+    /// CIDR, e.g. `172.17.0.0/16`.
+    pub subnet: Option<String>,
+    pub gateway: Option<String>,
+}
+
 /// A container event from the engine's event stream, already filtered to one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuntimeEvent {
@@ -130,4 +196,35 @@ pub trait Runtime: Send + Sync + 'static {
         &self,
         task_id: &str,
     ) -> impl Future<Output = Result<BoxStream<'static, RuntimeEvent>, RuntimeError>> + Send;
+
+    // --- For the task metadata endpoint. Defaults answer "not supported", so a runtime that does
+    // not serve metadata need not implement them.
+
+    /// Dynamic details of a created container (addresses, bound ports, image id, health output).
+    fn inspect_details(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<ContainerDetails, RuntimeError>> + Send {
+        let message = format!("inspect details of {id}: not supported by this runtime");
+        async move { Err(RuntimeError::Other(message)) }
+    }
+
+    /// One sample of the container's resource statistics, in the engine's own JSON (Docker's
+    /// `GET /containers/{id}/stats?stream=false&one-shot=true`).
+    fn stats(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<serde_json::Value, RuntimeError>> + Send {
+        let message = format!("stats of {id}: not supported by this runtime");
+        async move { Err(RuntimeError::Other(message)) }
+    }
+
+    /// Inspect a network by name (e.g. `bridge`, to find its gateway address).
+    fn inspect_network(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<NetworkInfo, RuntimeError>> + Send {
+        let message = format!("inspect network {name}: not supported by this runtime");
+        async move { Err(RuntimeError::Other(message)) }
+    }
 }

@@ -12,6 +12,9 @@ pub const LABEL_TASK: &str = "berth.task";
 pub const LABEL_CONTAINER: &str = "berth.container";
 pub const LABEL_FAMILY: &str = "berth.family";
 pub const LABEL_REVISION: &str = "berth.revision";
+/// The data directory of the berth process that created the container (`berth gc --containers`
+/// only touches its own data directory's containers).
+pub const LABEL_DATA_DIR: &str = "berth.data-dir";
 /// Marks task-scoped Docker volumes berth created (value: the task id).
 pub const LABEL_VOLUME_TASK: &str = "berth.task";
 
@@ -276,6 +279,19 @@ pub fn metadata_env(state: &TaskState, i: usize, endpoint: &MetadataEndpoint) ->
     ]
 }
 
+/// The Docker labels of container `i`: its `dockerLabels` plus berth's own (`berth.task`,
+/// `berth.container`, `berth.family`, `berth.revision`).
+pub fn container_labels(state: &TaskState, i: usize) -> BTreeMap<String, String> {
+    let def = state.def(i);
+    let task = &state.definition;
+    let mut labels: BTreeMap<String, String> = def.docker_labels.clone();
+    labels.insert(LABEL_TASK.into(), state.id.clone());
+    labels.insert(LABEL_CONTAINER.into(), def.name.clone());
+    labels.insert(LABEL_FAMILY.into(), task.family.clone());
+    labels.insert(LABEL_REVISION.into(), task.revision.to_string());
+    labels
+}
+
 /// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`]; `metadata`, when
 /// the metadata endpoint is served, adds its environment variables.
 pub fn container_spec(
@@ -286,11 +302,7 @@ pub fn container_spec(
 ) -> ContainerSpec {
     let def = state.def(i);
     let task = &state.definition;
-    let mut labels: BTreeMap<String, String> = def.docker_labels.clone();
-    labels.insert(LABEL_TASK.into(), state.id.clone());
-    labels.insert(LABEL_CONTAINER.into(), def.name.clone());
-    labels.insert(LABEL_FAMILY.into(), task.family.clone());
-    labels.insert(LABEL_REVISION.into(), task.revision.to_string());
+    let labels = container_labels(state, i);
 
     let mounts = def
         .mount_points

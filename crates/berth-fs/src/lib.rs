@@ -18,6 +18,7 @@ pub mod detect;
 pub mod errno;
 pub mod mountinfo;
 mod remove;
+pub mod rmdir;
 mod unmount;
 
 pub use detect::{Detection, Methods, is_mount_point};

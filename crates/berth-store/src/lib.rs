@@ -1,11 +1,15 @@
 //! berth-store: the only crate that knows how berth's state is kept on disk.
 //!
-//! For now it holds one thing: the record of images this agent pulled successfully
-//! ([`PulledImages`]), which the `once` pull behaviour needs across restarts. It is a small JSON file
-//! in the data directory (`pulled-images.json`), rewritten atomically on every change (temporary
-//! file in the same directory, fsync, rename, fsync of the directory), with a version field. The
-//! embedded database of the agent replaces this file when it lands; the trait the engine sees
-//! ([`berth_engine::PullRecord`]) stays.
+//! - [`db::Store`]: the agent's embedded database (`DATA_DIR/berth.redb`): tasks and the images
+//!   berth pulled.
+//! - [`PulledImages`]: the record of pulled images for `berth run` without an agent, a small JSON
+//!   file (`pulled-images.json`) rewritten atomically on every change (temporary file in the same
+//!   directory, fsync, rename, fsync of the directory), with a version field. The database imports
+//!   it when it is first opened in the same data directory.
+
+pub mod db;
+
+pub use db::{Cleanup, Store, TaskRecord};
 
 use berth_engine::PullRecord;
 use serde::{Deserialize, Serialize};
@@ -36,6 +40,22 @@ pub enum StoreError {
     Write {
         path: PathBuf,
         source: std::io::Error,
+    },
+    #[error("state store {path}: {message}")]
+    Database { path: PathBuf, message: String },
+    #[error(
+        "state store {path} has schema version {found}; this berth reads up to {supported} (upgrade berth)"
+    )]
+    SchemaVersion {
+        path: PathBuf,
+        found: u64,
+        supported: u64,
+    },
+    #[error("state store {path}: entry {key} is unreadable: {message}")]
+    Corrupt {
+        path: PathBuf,
+        key: String,
+        message: String,
     },
 }
 
@@ -86,6 +106,11 @@ impl PulledImages {
             path,
             images: Mutex::new(images),
         })
+    }
+
+    /// Every recorded image.
+    pub fn all(&self) -> BTreeMap<String, ImageRecord> {
+        self.lock().clone()
     }
 
     pub fn get(&self, image: &str) -> Option<ImageRecord> {

@@ -317,6 +317,34 @@ where
     }
 }
 
+/// The ids of every container (running or not) that berth created for task family `family`
+/// (label `berth.family`), through the docker CLI so it works from synchronous tests.
+pub fn family_containers(family: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=berth.family={family}"))
+        .output()
+        .unwrap_or_else(|e| panic!("berth tests need the docker CLI: {e}"));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Removes every container of a task family (with its anonymous volumes) when dropped, even when
+/// the test panics.
+pub struct FamilyGuard(pub String);
+
+impl Drop for FamilyGuard {
+    fn drop(&mut self) {
+        for id in family_containers(&self.0) {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f", "-v", &id])
+                .output();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

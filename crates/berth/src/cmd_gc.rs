@@ -3,10 +3,10 @@
 //! `berth_fs::remove_tree`, the same safe way `berth run` cleans up: unmount first, delete nothing
 //! if any unmount fails, never delete through a mount or a symlink.
 //!
-//! Leftovers are the task directories that no known, not-yet-cleaned task owns. Until the agent's
-//! state store exists there is no such task to look up, so [`owned_task_ids`] is empty and every
-//! directory under `tasks/` is a leftover. A `berth run` in progress is not known either: do not run
-//! `berth gc` on a data directory that a running `berth run` uses.
+//! Leftovers are the task directories that no known, not-yet-cleaned task owns: the tasks in the
+//! agent's state store (`DATA_DIR/berth.redb`) are kept. gc takes the data directory's lock
+//! exclusively, so it never runs beside an agent or a `berth run` (which holds it shared) on the same
+//! data directory.
 //!
 //! Exit status: 0 everything was removed (or nothing to do, or `--dry-run`), 1 something was kept,
 //! 75 (EX_TEMPFAIL) another berth process holds the data directory's lock.
@@ -41,6 +41,15 @@ pub struct Args {
     /// `text`: a table for people; `json`: one JSON object per task directory, then a summary.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
+
+    /// Also remove containers berth created from this data directory (label `berth.data-dir`)
+    /// that no task in the state store owns (orphans of a crash or of a lost store).
+    #[arg(long)]
+    pub containers: bool,
+
+    /// The Docker Engine (for --containers). Default: DOCKER_HOST, else the local socket.
+    #[arg(long, value_name = "URI")]
+    pub docker_host: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -80,11 +89,19 @@ struct Row {
     plan: Option<Plan>,
 }
 
-/// Task ids whose directories are not leftovers: tasks the agent knows and has not cleaned yet.
-/// There is no state store yet, so none: every directory under `tasks/` is a leftover. When the
-/// store exists, read it here (under the lock).
-fn owned_task_ids(_data_dir: &Path) -> BTreeSet<String> {
-    BTreeSet::new()
+/// Task ids whose directories are not leftovers: tasks the agent's store still has (not cleaned
+/// yet). Read under the lock; without a store, none.
+fn owned_task_ids(data_dir: &Path) -> anyhow::Result<BTreeSet<String>> {
+    if !data_dir.join(berth_store::db::DB_FILE).exists() {
+        return Ok(BTreeSet::new());
+    }
+    let store = berth_store::Store::open(data_dir).context("opening the state store")?;
+    Ok(store
+        .tasks()
+        .context("reading the state store")?
+        .into_iter()
+        .map(|r| r.state.id)
+        .collect())
 }
 
 /// Whether `name` can be a task id: 1 to 128 ASCII letters, digits, `-` and `_`, not starting with
@@ -131,14 +148,73 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             tasks.display()
         );
     }
-    let owned = owned_task_ids(&data_dir);
+    let owned = owned_task_ids(&data_dir)?;
     let rows = collect(&tasks, &owned, args.dry_run)?;
+    let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
     print_rows(args.output, args.dry_run, &rows);
-    let kept = rows.iter().any(|r| r.outcome == Outcome::Kept);
+    let mut kept = rows.iter().any(|r| r.outcome == Outcome::Kept);
+    if args.containers {
+        kept |= orphan_containers(&args, &data_dir, &owned)?;
+    }
     Ok(if kept {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// Remove (or, with --dry-run, list) the containers of this data directory that no stored task
+/// owns. Returns whether one could not be removed.
+fn orphan_containers(
+    args: &Args,
+    data_dir: &Path,
+    owned: &BTreeSet<String>,
+) -> anyhow::Result<bool> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        use berth_engine::Runtime as _;
+        let docker = berth_docker::connect(args.docker_host.as_deref())
+            .await
+            .context("connecting to the Docker Engine")?;
+        let rt = berth_docker::DockerRuntime::new(docker);
+        let ours = data_dir.display().to_string();
+        let mut failed = false;
+        let mut rows: Vec<[String; 3]> = Vec::new();
+        for c in rt.list_managed().await.context("listing berth's containers")? {
+            if c.data_dir.as_deref() != Some(ours.as_str()) || owned.contains(&c.task) {
+                continue;
+            }
+            let (result, reason) = if args.dry_run {
+                ("would remove", format!("task {} is not in the store", c.task))
+            } else {
+                match rt.remove(&c.id).await {
+                    Ok(()) => ("removed", format!("task {} is not in the store", c.task)),
+                    Err(e) => {
+                        failed = true;
+                        ("kept", e.to_string())
+                    }
+                }
+            };
+            if args.output == Format::Json {
+                println!(
+                    "{}",
+                    json!({"event": "gcContainer", "container": c.name, "task": c.task, "result": result, "reason": reason})
+                );
+            } else {
+                rows.push([c.name, result.to_string(), reason]);
+            }
+        }
+        if args.output == Format::Text && !rows.is_empty() {
+            println!();
+            print!(
+                "{}",
+                crate::output::table(&["CONTAINER", "RESULT", "REASON"], &rows)
+            );
+        }
+        Ok(failed)
     })
 }
 

@@ -54,6 +54,70 @@ pub struct Args {
     /// the task's efsVolumeConfiguration volumes.
     #[arg(long, value_name = "DRIVER", env = "BERTH_VOLUME_PLUGIN", default_value = berth_engine::spec::DEFAULT_VOLUME_PLUGIN)]
     pub volume_plugin: String,
+
+    #[command(flatten)]
+    pub metadata: MetadataArgs,
+}
+
+/// Task metadata endpoint options (see docs/metadata.md).
+#[derive(clap::Args, Debug, Clone)]
+pub struct MetadataArgs {
+    /// Serve the task metadata endpoint (ECS v4, and v3) on this address, e.g. 127.0.0.1:51679
+    /// (port 0: any free port), and give every container ECS_CONTAINER_METADATA_URI_V4 and
+    /// ECS_CONTAINER_METADATA_URI. Bridge-mode containers are given the Docker bridge's gateway
+    /// address on the same port, where a second listener answers. Default: not served.
+    #[arg(long, value_name = "ADDR")]
+    pub metadata_addr: Option<std::net::SocketAddr>,
+
+    /// The base URL containers are given instead of the listeners' addresses, e.g.
+    /// http://10.0.0.5:51679 (then no bridge listener is started).
+    #[arg(long, value_name = "URL", requires = "metadata_addr")]
+    pub metadata_advertise: Option<String>,
+
+    /// The cluster name the task metadata shows (`Cluster`, and in `TaskARN`).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub cluster: String,
+
+    /// Requests allowed per metadata id: N per second with bursts of BURST (ECS: 40/60); 0 = no limit.
+    #[arg(long, value_name = "N/BURST", default_value = "40/60")]
+    pub metadata_rate_limit: berth_api::metadata::RateLimit,
+}
+
+impl MetadataArgs {
+    /// Start the endpoint for one task when `--metadata-addr` is given, serving the task's
+    /// snapshots from `snapshots`.
+    pub async fn serve<R: berth_engine::Runtime>(
+        &self,
+        rt: Arc<R>,
+        state: &TaskState,
+        snapshots: watch::Receiver<TaskState>,
+    ) -> anyhow::Result<Option<berth_api::metadata::MetadataServer>> {
+        use berth_api::metadata::{
+            Listen, MetadataConfig, MetadataServer, TaskDirectory, TaskInfo,
+        };
+        let Some(addr) = self.metadata_addr else {
+            return Ok(None);
+        };
+        let directory = Arc::new(TaskDirectory::new());
+        directory.register(snapshots);
+        let config = MetadataConfig {
+            task: TaskInfo {
+                cluster: self.cluster.clone(),
+                ..TaskInfo::default()
+            },
+            rate_limit: self.metadata_rate_limit,
+            ..MetadataConfig::default()
+        };
+        let listen = Listen {
+            addr,
+            advertise: self.metadata_advertise.clone(),
+            bridge: state.definition.network_mode == berth_model::NetworkMode::Bridge,
+        };
+        let server = MetadataServer::start(rt, directory, config, listen)
+            .await
+            .context("starting the task metadata endpoint")?;
+        Ok(Some(server))
+    }
 }
 
 /// Image pull options (shared by every command that runs tasks).
@@ -179,6 +243,8 @@ async fn run_async(
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(data_dir.join("tasks"))
         .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+    // Absolute, so the containers' berth.data-dir label names it unambiguously.
+    let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
     // Shared: other runs may use this data directory too, but `berth gc` (exclusive) must not
     // remove this task's directory while it runs.
     let _lock = match crate::datadir::DataDirLock::acquire_shared(&data_dir) {
@@ -199,16 +265,17 @@ async fn run_async(
     let task_id = state.id.clone();
     let (report_tx, mut report_rx) = mpsc::unbounded_channel::<Report>();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(8);
-    let (snap_tx, _snap_rx) = watch::channel(state.clone());
+    let (snap_tx, snap_rx) = watch::channel(state.clone());
+    let metadata = args.metadata.serve(rt.clone(), &state, snap_rx).await?;
     let config = RunConfig {
-        data_dir: data_dir.clone(),
         options: Options {
             pull_upfront: args.pull.upfront(),
         },
         pull_behavior: args.pull.behavior()?,
         pull_record: Arc::new(pull_record),
         volume_plugin: args.volume_plugin.clone(),
-        metadata: None,
+        metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
+        ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;
     if out == Output::Text {
@@ -262,6 +329,9 @@ async fn run_async(
 
     let final_state = actor.await.context("the task actor failed")?;
     signals.abort();
+    if let Some(server) = metadata {
+        server.shutdown().await;
+    }
     let _ = printer.await;
 
     let code = report::task_exit_code(&final_state);

@@ -1,9 +1,12 @@
 //! The `berth` binary: command line, configuration, wiring and signals. The only crate that uses
 //! `anyhow`; every subcommand lives in its own module and returns the process exit code.
 
+mod agent;
+mod client;
 mod cmd_gc;
 mod cmd_run;
 mod cmd_validate;
+mod cmd_volume_plugin;
 mod datadir;
 mod input;
 mod output;
@@ -33,6 +36,13 @@ enum Command {
     /// Remove leftover task directories under DATA_DIR/tasks/, unmounting first and never deleting
     /// through a mount (exit 0 all removed, 1 something kept, 75 data directory locked).
     Gc(cmd_gc::Args),
+    /// Run the long-running agent: tasks over a control API, crash-safe state, cleanup after a wait.
+    Agent(agent::Args),
+    /// Serve berth's Docker volume plugin (reference-counted mounts, durable state), or release
+    /// leaked references (`berth volume-plugin release`).
+    VolumePlugin(cmd_volume_plugin::Args),
+    #[command(flatten)]
+    Client(client::ClientCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
     Completions {
         /// The shell to generate completions for.
@@ -42,24 +52,44 @@ enum Command {
 
 /// Log to standard error: warnings by default, more with `BERTH_LOG=info|debug` (tracing's
 /// `EnvFilter` syntax).
-fn init_logging() {
+fn init_logging(json: bool, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init()
+    };
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging();
+    let argv = match agent::apply_config_file(std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(err) => {
+            eprintln!("berth: error: {err:#}");
+            return ExitCode::from(78); // EX_CONFIG
+        }
+    };
+    let cli = Cli::parse_from(argv);
+    match &cli.command {
+        // The agent logs what it does (info); one-shot commands only warn.
+        Command::Agent(a) => init_logging(a.log_format == agent::LogFormat::Json, "info"),
+        Command::VolumePlugin(_) => init_logging(false, "info"),
+        _ => init_logging(false, "warn"),
+    }
     let result = match cli.command {
         Command::Run(args) => cmd_run::run(args),
         Command::Validate(args) => cmd_validate::run(args),
         Command::Gc(args) => cmd_gc::run(args),
+        Command::Agent(args) => agent::run(args),
+        Command::Client(cmd) => client::run(cmd),
+        Command::VolumePlugin(args) => cmd_volume_plugin::run(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "berth", &mut std::io::stdout());

@@ -117,7 +117,8 @@ fn row(n: u32, behavior: &str, avail: Avail, essential: bool, expect_stopped: bo
     let data_dir = tempfile::tempdir().expect("data dir");
     // A and C come from the registry too: under `always` and `once` every image is pulled, and
     // nothing may be pulled from anywhere but the loopback registry.
-    let base = format!("{reg}/berth-test-base:1");
+    let base = format!("{reg}/berth-test-base-row{n:02}:1");
+    let _base_tag = LocalTag(base.clone());
     docker(&["tag", &test_image(), &base]);
     docker(&["push", "-q", &base]);
 

@@ -2,7 +2,7 @@
 //! with Docker's own timestamps), terminal dependency failures, essential and non-essential exits,
 //! reverse-order shutdown, stop timeouts, create/start/pull failures and cleanup.
 
-use berth_testkit::{docker, registry, test_image, unique_name};
+use berth_testkit::{FamilyGuard, docker, family_containers, registry, test_image, unique_name};
 use bollard::Docker;
 use serde_json::{Value, json};
 use std::process::Command;
@@ -15,6 +15,8 @@ struct Run {
     stderr: String,
     family: String,
     _data_dir: tempfile::TempDir,
+    /// Removes what the run left (with --keep) when the test ends.
+    _guard: FamilyGuard,
 }
 
 impl Run {
@@ -41,25 +43,7 @@ impl Run {
 
     /// Containers of this run that Docker still has.
     fn leftovers(&self) -> Vec<String> {
-        let out = Command::new("docker")
-            .args(["ps", "-aq", "--filter"])
-            .arg(format!("label=berth.family={}", self.family))
-            .output()
-            .expect("docker ps runs");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        for id in self.leftovers() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v", &id])
-                .output();
-        }
+        family_containers(&self.family)
     }
 }
 
@@ -111,6 +95,7 @@ fn berth_run_def(family: String, def: Value, extra: &[&str]) -> Run {
         code: out.status.code().unwrap_or(-1),
         lines,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        _guard: FamilyGuard(family.clone()),
         family,
         _data_dir: data_dir,
     }
@@ -514,22 +499,6 @@ fn signal(child: &std::process::Child, sig: &str) {
         .status()
         .expect("kill runs");
     assert!(status.success());
-}
-
-fn family_containers(family: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=berth.family={family}"),
-        ])
-        .output()
-        .expect("docker ps");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]

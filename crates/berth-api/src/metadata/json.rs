@@ -1,0 +1,387 @@
+//! The JSON answers of the metadata endpoint, with ECS's exact key names, value formats and
+//! omission rules (the ECS agent's `omitempty`): times are RFC 3339 UTC and left out when unset;
+//! `Revision` is a string; `Limits.CPU` is a number (CPU units for a container, vCPUs for the task)
+//! written without a fraction when whole, as Go writes it; `Health.exitCode` 0 and empty `output`
+//! are left out.
+//!
+//! Pure: built from a task snapshot plus the runtime's [`ContainerDetails`] (which may be missing
+//! for any container: the container is still listed, without its dynamic fields).
+
+use berth_engine::report::rfc3339;
+use berth_engine::runtime::ContainerDetails;
+use berth_engine::spec::container_labels;
+use berth_engine::state::{Health, Status, TaskState};
+use berth_model::NetworkMode;
+use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+
+/// Task-level settings of the endpoint (what ECS takes from the agent's configuration).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// `Cluster` (default `default`).
+    pub cluster: String,
+    /// The host part of `TaskARN` (default: this machine's host name).
+    pub host: String,
+    /// `AvailabilityZone`, left out when None.
+    pub availability_zone: Option<String>,
+    /// `LaunchType` (default `EC2`).
+    pub launch_type: String,
+}
+
+impl Default for TaskInfo {
+    fn default() -> Self {
+        TaskInfo {
+            cluster: "default".to_string(),
+            host: host_name(),
+            availability_zone: None,
+            launch_type: "EC2".to_string(),
+        }
+    }
+}
+
+/// This machine's host name (`/proc/sys/kernel/hostname`), `localhost` when unreadable.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// berth's task ARN: `arn:berth:<host>:task/<cluster>/<task-id>` — ECS's
+/// `arn:aws:ecs:<region>:<account>:task/<cluster>/<task-id>` with the host in place of region
+/// and account. Stable for the task's life.
+pub fn task_arn(host: &str, cluster: &str, task_id: &str) -> String {
+    format!("arn:berth:{host}:task/{cluster}/{task_id}")
+}
+
+/// A number as Go's `encoding/json` writes a float64: no fraction when whole.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Number(pub f64);
+
+impl Serialize for Number {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.0;
+        // Whole values within i64's exact range are written as integers (256, not 256.0).
+        if v.fract() == 0.0 && v.abs() < 9.0e15 {
+            #[allow(clippy::cast_possible_truncation)]
+            s.serialize_i64(v as i64)
+        } else {
+            s.serialize_f64(v)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Limits {
+    #[serde(rename = "CPU", skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Number>,
+    #[serde(rename = "Memory", skip_serializing_if = "Option::is_none")]
+    pub memory: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Port {
+    #[serde(rename = "ContainerPort", skip_serializing_if = "is_zero_u16")]
+    pub container_port: u16,
+    #[serde(rename = "Protocol", skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+    #[serde(rename = "HostPort", skip_serializing_if = "is_zero_u16")]
+    pub host_port: u16,
+    #[serde(rename = "HostIp", skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
+}
+
+fn is_zero_u16(v: &u16) -> bool {
+    *v == 0
+}
+
+fn is_zero_i64(v: &i64) -> bool {
+    *v == 0
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Network {
+    #[serde(rename = "NetworkMode")]
+    pub network_mode: String,
+    #[serde(rename = "IPv4Addresses", skip_serializing_if = "Vec::is_empty")]
+    pub ipv4_addresses: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HealthStatus {
+    /// `HEALTHY`, `UNHEALTHY` or `UNKNOWN` (no result yet).
+    pub status: &'static str,
+    #[serde(rename = "statusSince", skip_serializing_if = "Option::is_none")]
+    pub status_since: Option<String>,
+    #[serde(rename = "exitCode", skip_serializing_if = "is_zero_i64")]
+    pub exit_code: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub output: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Volume {
+    #[serde(rename = "DockerName", skip_serializing_if = "String::is_empty")]
+    pub docker_name: String,
+    #[serde(rename = "Source", skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    #[serde(rename = "Destination", skip_serializing_if = "String::is_empty")]
+    pub destination: String,
+}
+
+/// One container (`GET /v4/<id>`, and each element of `Containers`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContainerResponse {
+    #[serde(rename = "DockerId", skip_serializing_if = "Option::is_none")]
+    pub docker_id: Option<String>,
+    #[serde(rename = "Name")]
+    pub name: String,
+    #[serde(rename = "DockerName")]
+    pub docker_name: String,
+    #[serde(rename = "Image")]
+    pub image: String,
+    #[serde(rename = "ImageID", skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    #[serde(rename = "Ports", skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+    #[serde(rename = "Labels", skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(rename = "DesiredStatus")]
+    pub desired_status: &'static str,
+    #[serde(rename = "KnownStatus")]
+    pub known_status: &'static str,
+    #[serde(rename = "ExitCode", skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(rename = "Limits")]
+    pub limits: Limits,
+    #[serde(rename = "CreatedAt", skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(rename = "StartedAt", skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(rename = "FinishedAt", skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(rename = "Type")]
+    pub kind: &'static str,
+    #[serde(rename = "Networks", skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<Network>,
+    #[serde(rename = "Health", skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthStatus>,
+    #[serde(rename = "Volumes", skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    #[serde(rename = "LogDriver", skip_serializing_if = "Option::is_none")]
+    pub log_driver: Option<String>,
+    #[serde(rename = "LogOptions", skip_serializing_if = "BTreeMap::is_empty")]
+    pub log_options: BTreeMap<String, String>,
+}
+
+/// The task (`GET /v4/<id>/task`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskResponse {
+    #[serde(rename = "Cluster")]
+    pub cluster: String,
+    #[serde(rename = "TaskARN")]
+    pub task_arn: String,
+    #[serde(rename = "Family")]
+    pub family: String,
+    #[serde(rename = "Revision")]
+    pub revision: String,
+    #[serde(rename = "DesiredStatus")]
+    pub desired_status: &'static str,
+    #[serde(rename = "KnownStatus")]
+    pub known_status: &'static str,
+    #[serde(rename = "Limits", skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    #[serde(rename = "PullStartedAt", skip_serializing_if = "Option::is_none")]
+    pub pull_started_at: Option<String>,
+    #[serde(rename = "PullStoppedAt", skip_serializing_if = "Option::is_none")]
+    pub pull_stopped_at: Option<String>,
+    #[serde(rename = "ExecutionStoppedAt", skip_serializing_if = "Option::is_none")]
+    pub execution_stopped_at: Option<String>,
+    #[serde(rename = "AvailabilityZone", skip_serializing_if = "Option::is_none")]
+    pub availability_zone: Option<String>,
+    #[serde(rename = "LaunchType", skip_serializing_if = "String::is_empty")]
+    pub launch_type: String,
+    #[serde(rename = "Containers")]
+    pub containers: Vec<ContainerResponse>,
+}
+
+/// ECS's container health status names (Docker's `starting` is ECS's `UNKNOWN`).
+fn health_name(h: Health) -> &'static str {
+    match h {
+        Health::Healthy => "HEALTHY",
+        Health::Unhealthy => "UNHEALTHY",
+        Health::Unknown | Health::Starting => "UNKNOWN",
+    }
+}
+
+/// Task-level CPU in vCPUs: `"256"` (CPU units) → 0.25, `"0.5 vCPU"` → 0.5.
+pub fn task_cpu_vcpus(cpu: &str) -> Option<f64> {
+    let t = cpu.trim();
+    let lower = t.to_ascii_lowercase();
+    if let Some(v) = lower.strip_suffix("vcpu") {
+        return v.trim().parse::<f64>().ok();
+    }
+    t.parse::<f64>().ok().map(|units| units / 1024.0)
+}
+
+/// Task-level memory in MiB: `"512"` → 512, `"1 GB"` → 1024.
+pub fn task_memory_mib(memory: &str) -> Option<i64> {
+    let t = memory.trim();
+    let lower = t.to_ascii_lowercase();
+    if let Some(v) = lower.strip_suffix("gb") {
+        let gb: f64 = v.trim().parse().ok()?;
+        #[allow(clippy::cast_possible_truncation)]
+        return Some((gb * 1024.0).round() as i64);
+    }
+    t.parse::<i64>().ok()
+}
+
+/// Container `i` of the task as ECS shows it. `details` may be None (not created yet, or the
+/// runtime could not answer): the dynamic fields are then taken from the definition or left out.
+pub fn container_response(
+    state: &TaskState,
+    i: usize,
+    details: Option<&ContainerDetails>,
+) -> ContainerResponse {
+    let c = &state.containers[i];
+    let def = state.def(i);
+    let mode = state.definition.network_mode;
+    let created = c.docker_id.is_some();
+
+    let ports = match details.filter(|d| !d.ports.is_empty()) {
+        Some(d) => d
+            .ports
+            .iter()
+            .map(|p| Port {
+                container_port: p.container_port,
+                protocol: p.protocol.clone(),
+                host_port: p.host_port.unwrap_or(0),
+                host_ip: p.host_ip.clone().unwrap_or_default(),
+            })
+            .collect(),
+        // From the definition: in host mode the container's port is the host's.
+        None => def
+            .port_mappings
+            .iter()
+            .filter(|_| mode != NetworkMode::None)
+            .map(|p| Port {
+                container_port: p.container_port,
+                protocol: p.protocol.as_str().to_string(),
+                host_port: match mode {
+                    NetworkMode::Host => p.container_port,
+                    _ => p.host_port.unwrap_or(0),
+                },
+                host_ip: String::new(),
+            })
+            .collect(),
+    };
+
+    let networks = match details.filter(|d| !d.networks.is_empty()) {
+        Some(d) => d
+            .networks
+            .iter()
+            .map(|n| Network {
+                network_mode: n.network.clone(),
+                ipv4_addresses: n.ipv4_addresses.clone(),
+            })
+            .collect(),
+        None if created => vec![Network {
+            network_mode: mode.as_str().to_string(),
+            ipv4_addresses: Vec::new(),
+        }],
+        None => Vec::new(),
+    };
+
+    let health = def.health_check.as_ref().map(|_| {
+        let d = details.and_then(|d| d.health.as_ref());
+        HealthStatus {
+            status: health_name(c.health),
+            status_since: d.and_then(|h| h.since).map(rfc3339),
+            exit_code: d.and_then(|h| h.exit_code).unwrap_or(0),
+            output: d.and_then(|h| h.output.clone()).unwrap_or_default(),
+        }
+    });
+
+    let volumes = details
+        .map(|d| {
+            d.mounts
+                .iter()
+                .map(|m| Volume {
+                    docker_name: m.name.clone().unwrap_or_default(),
+                    source: m.source.clone().unwrap_or_default(),
+                    destination: m.destination.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+
+    ContainerResponse {
+        docker_id: c.docker_id.clone(),
+        name: c.name.clone(),
+        docker_name: c.docker_name.clone(),
+        image: def.image.clone(),
+        image_id: details.and_then(|d| d.image_id.clone()),
+        ports,
+        labels: container_labels(state, i),
+        desired_status: c.desired.as_str(),
+        known_status: c.known.as_str(),
+        exit_code: c.exit_code,
+        limits: Limits {
+            cpu: Some(Number(f64::from(def.cpu.unwrap_or(0)))),
+            memory: Some(def.memory.and_then(|m| i64::try_from(m).ok()).unwrap_or(0)),
+        },
+        created_at: c.created_at.map(rfc3339),
+        started_at: c.started_at.map(rfc3339),
+        finished_at: c.finished_at.map(rfc3339),
+        kind: "NORMAL",
+        networks,
+        health,
+        volumes,
+        log_driver: def
+            .log_configuration
+            .as_ref()
+            .map(|l| l.log_driver.as_str().to_string()),
+        log_options: def
+            .log_configuration
+            .as_ref()
+            .map(|l| l.options.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// The task as ECS shows it. `details[i]` belongs to container `i` (missing entries are None).
+/// Containers still NONE (not pulled) are left out, as ECS does.
+pub fn task_response(
+    state: &TaskState,
+    details: &[Option<&ContainerDetails>],
+    info: &TaskInfo,
+) -> TaskResponse {
+    let def = &state.definition;
+    let cpu = def.cpu.as_deref().and_then(task_cpu_vcpus);
+    let memory = def.memory.as_deref().and_then(task_memory_mib);
+    TaskResponse {
+        cluster: info.cluster.clone(),
+        task_arn: task_arn(&info.host, &info.cluster, &state.id),
+        family: def.family.clone(),
+        revision: def.revision.to_string(),
+        desired_status: state.desired.as_str(),
+        known_status: state.known().as_str(),
+        limits: (cpu.is_some() || memory.is_some()).then_some(Limits {
+            cpu: cpu.map(Number),
+            memory,
+        }),
+        pull_started_at: state.pull_started_at().map(rfc3339),
+        pull_stopped_at: state.pull_stopped_at().map(rfc3339),
+        execution_stopped_at: state.execution_stopped_at.map(rfc3339),
+        availability_zone: info.availability_zone.clone(),
+        launch_type: info.launch_type.clone(),
+        containers: state
+            .containers
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.known > Status::None)
+            .map(|(i, _)| container_response(state, i, details.get(i).copied().flatten()))
+            .collect(),
+    }
+}

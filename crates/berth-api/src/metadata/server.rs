@@ -1,0 +1,495 @@
+//! The HTTP server: routes, handlers, listeners and shutdown.
+//!
+//! Each request resolves its id in the [`TaskDirectory`] (404 if unknown), takes a token from the
+//! id's bucket (429 if none), reads the task's latest snapshot, and asks the runtime for the
+//! dynamic details of the containers it shows. Details are cached per Docker id for a short time
+//! (`details_ttl`) and re-read at once when the container's status or health changes; a container
+//! whose details cannot be read is shown without them.
+
+use crate::metadata::directory::{Rendered, TaskDirectory, TaskEntry};
+use crate::metadata::json::{self, TaskInfo};
+use crate::metadata::ratelimit::RateLimit;
+use crate::metadata::{address, json::container_response};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use berth_engine::runtime::{ContainerDetails, Runtime};
+use berth_engine::spec::MetadataEndpoint;
+use berth_engine::state::{Health, Status, TaskState};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// What can go wrong starting the endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot find the Docker bridge's gateway address for bridge-mode containers: {0} (--metadata-advertise URL says where containers reach the endpoint instead)"
+    )]
+    BridgeGateway(String),
+}
+
+/// Settings of the endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataConfig {
+    pub task: TaskInfo,
+    /// Per metadata id.
+    pub rate_limit: RateLimit,
+    /// How long a container's Docker details are reused while its status and health stay the same.
+    pub details_ttl: Duration,
+}
+
+impl Default for MetadataConfig {
+    fn default() -> Self {
+        MetadataConfig {
+            task: TaskInfo::default(),
+            rate_limit: RateLimit::ECS_DEFAULT,
+            details_ttl: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    /// The main listener, e.g. `127.0.0.1:51679` (port 0: any free port).
+    pub addr: SocketAddr,
+    /// The base URL containers are given instead of the listeners' addresses (no trailing `/`).
+    /// When set, no bridge listener is started: the operator says where containers reach it.
+    pub advertise: Option<String>,
+    /// Also listen on the Docker bridge's gateway address (same port) for bridge-mode containers.
+    pub bridge: bool,
+}
+
+struct CachedDetails {
+    at: Instant,
+    known: Status,
+    health: Health,
+    details: Arc<ContainerDetails>,
+}
+
+struct NetSample {
+    at: Instant,
+    rx: u64,
+    tx: u64,
+}
+
+struct Shared<R> {
+    rt: Arc<R>,
+    directory: Arc<TaskDirectory>,
+    config: MetadataConfig,
+    details: Mutex<HashMap<String, CachedDetails>>,
+    net: Mutex<HashMap<String, NetSample>>,
+}
+
+/// The maps behind these locks hold whole values replaced at once: a panic elsewhere cannot leave
+/// them half-written, so a poisoned lock's data is still good.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The endpoint's routes over `directory` (for tests and for embedding in another server).
+pub fn router<R: Runtime>(
+    rt: Arc<R>,
+    directory: Arc<TaskDirectory>,
+    config: MetadataConfig,
+) -> Router {
+    let shared = Arc::new(Shared {
+        rt,
+        directory,
+        config,
+        details: Mutex::new(HashMap::new()),
+        net: Mutex::new(HashMap::new()),
+    });
+    let mut r = Router::new();
+    for v in ["v4", "v3"] {
+        r = r
+            .route(&format!("/{v}/{{id}}"), get(container::<R>))
+            .route(&format!("/{v}/{{id}}/task"), get(task::<R>))
+            .route(&format!("/{v}/{{id}}/stats"), get(container_stats::<R>))
+            .route(&format!("/{v}/{{id}}/task/stats"), get(task_stats::<R>));
+    }
+    r.with_state(shared)
+}
+
+fn json_response<T: Serialize + ?Sized>(status: StatusCode, body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "application/json")],
+            format!("\"cannot encode the answer: {e}\""),
+        )
+            .into_response(),
+    }
+}
+
+/// Why a request is refused before reading any task.
+enum Refusal {
+    UnknownId,
+    RateLimited,
+}
+
+impl Refusal {
+    fn response(&self, id: &str) -> Response {
+        match self {
+            Refusal::UnknownId => json_response(
+                StatusCode::NOT_FOUND,
+                &format!("unknown task metadata id: {id}"),
+            ),
+            Refusal::RateLimited => json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate limit exceeded for this task metadata id",
+            ),
+        }
+    }
+}
+
+/// The id's task and container, or why the request is refused (404 / 429).
+fn resolve<R>(s: &Shared<R>, id: &str) -> Result<(Arc<TaskEntry>, usize), Refusal> {
+    let (entry, i) = s.directory.lookup(id).ok_or(Refusal::UnknownId)?;
+    if !entry.admit(i, s.config.rate_limit) {
+        return Err(Refusal::RateLimited);
+    }
+    Ok((entry, i))
+}
+
+/// Container `i`'s Docker details (cached), None when it has no Docker id or the runtime fails.
+async fn details<R: Runtime>(
+    s: &Shared<R>,
+    state: &TaskState,
+    i: usize,
+) -> Option<Arc<ContainerDetails>> {
+    let c = &state.containers[i];
+    let docker_id = c.docker_id.as_deref()?;
+    let now = Instant::now();
+    if let Some(hit) = lock(&s.details).get(docker_id)
+        && hit.known == c.known
+        && hit.health == c.health
+        && now.saturating_duration_since(hit.at) < s.config.details_ttl
+    {
+        return Some(hit.details.clone());
+    }
+    match s.rt.inspect_details(docker_id).await {
+        Ok(d) => {
+            let d = Arc::new(d);
+            let mut cache = lock(&s.details);
+            if cache.len() >= 4096 {
+                let ttl = s.config.details_ttl;
+                cache.retain(|_, v| now.saturating_duration_since(v.at) < ttl);
+            }
+            cache.insert(
+                docker_id.to_string(),
+                CachedDetails {
+                    at: now,
+                    known: c.known,
+                    health: c.health,
+                    details: d.clone(),
+                },
+            );
+            Some(d)
+        }
+        Err(e) => {
+            tracing::debug!(container = %c.name, error = %e, "metadata: no docker details");
+            None
+        }
+    }
+}
+
+async fn container<R: Runtime>(
+    State(s): State<Arc<Shared<R>>>,
+    Path(id): Path<String>,
+) -> Response {
+    let (entry, i) = match resolve(&s, &id) {
+        Ok(x) => x,
+        Err(r) => return r.response(&id),
+    };
+    let state = entry.snapshot();
+    let d = details(&s, &state, i).await;
+    json_response(StatusCode::OK, &container_response(&state, i, d.as_deref()))
+}
+
+async fn task<R: Runtime>(State(s): State<Arc<Shared<R>>>, Path(id): Path<String>) -> Response {
+    let (entry, _) = match resolve(&s, &id) {
+        Ok(x) => x,
+        Err(r) => return r.response(&id),
+    };
+    let state = entry.snapshot();
+    let all =
+        futures_util::future::join_all((0..state.containers.len()).map(|i| details(&s, &state, i)))
+            .await;
+    // Identifies this server's rendering (another server may share the directory).
+    let server = Arc::as_ptr(&s) as usize;
+    let body = match entry.rendered_for(server, &state, &all) {
+        Some(body) => body,
+        None => {
+            let refs: Vec<Option<&ContainerDetails>> = all.iter().map(|d| d.as_deref()).collect();
+            let answer = json::task_response(&state, &refs, &s.config.task);
+            let body = match serde_json::to_vec(&answer) {
+                Ok(b) => Bytes::from(b),
+                Err(e) => {
+                    return json_response(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        &format!("cannot encode the answer: {e}"),
+                    );
+                }
+            };
+            entry.store_rendered(Rendered {
+                server,
+                state: state.clone(),
+                details: all,
+                body: body.clone(),
+            });
+            body
+        }
+    };
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+/// Docker's stats of one running container plus `network_rate_stats`; None otherwise.
+async fn stats_of<R: Runtime>(
+    s: &Shared<R>,
+    state: &TaskState,
+    i: usize,
+) -> Option<serde_json::Value> {
+    let c = &state.containers[i];
+    if c.known != Status::Running {
+        return None;
+    }
+    let docker_id = c.docker_id.as_deref()?;
+    match s.rt.stats(docker_id).await {
+        Ok(mut v) => {
+            add_network_rate(s, docker_id, &mut v);
+            Some(v)
+        }
+        Err(e) => {
+            tracing::debug!(container = %c.name, error = %e, "metadata: no stats");
+            None
+        }
+    }
+}
+
+/// ECS's `network_rate_stats`: bytes per second received and sent on all interfaces since the
+/// previous sample this endpoint read of the container (0 for the first).
+fn add_network_rate<R>(s: &Shared<R>, docker_id: &str, stats: &mut serde_json::Value) {
+    let Some(nets) = stats.get("networks").and_then(|n| n.as_object()) else {
+        return;
+    };
+    let sum = |key: &str| -> u64 {
+        nets.values()
+            .filter_map(|n| n.get(key).and_then(serde_json::Value::as_u64))
+            .sum()
+    };
+    let (rx, tx) = (sum("rx_bytes"), sum("tx_bytes"));
+    let now = Instant::now();
+    let prev = lock(&s.net).insert(docker_id.to_string(), NetSample { at: now, rx, tx });
+    let (rx_rate, tx_rate) = match prev {
+        Some(p) if now > p.at => {
+            let dt = now.duration_since(p.at).as_secs_f64();
+            #[allow(clippy::cast_precision_loss)]
+            let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / dt;
+            (rate(rx, p.rx), rate(tx, p.tx))
+        }
+        _ => (0.0, 0.0),
+    };
+    stats["network_rate_stats"] = serde_json::json!({
+        "rx_bytes_per_sec": rx_rate,
+        "tx_bytes_per_sec": tx_rate,
+    });
+}
+
+async fn container_stats<R: Runtime>(
+    State(s): State<Arc<Shared<R>>>,
+    Path(id): Path<String>,
+) -> Response {
+    let (entry, i) = match resolve(&s, &id) {
+        Ok(x) => x,
+        Err(r) => return r.response(&id),
+    };
+    let state = entry.snapshot();
+    match stats_of(&s, &state, i).await {
+        Some(v) => json_response(StatusCode::OK, &v),
+        None => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!(
+                "no stats for container {}: it is {}",
+                state.containers[i].name, state.containers[i].known
+            ),
+        ),
+    }
+}
+
+async fn task_stats<R: Runtime>(
+    State(s): State<Arc<Shared<R>>>,
+    Path(id): Path<String>,
+) -> Response {
+    let (entry, _) = match resolve(&s, &id) {
+        Ok(x) => x,
+        Err(r) => return r.response(&id),
+    };
+    let state = entry.snapshot();
+    let created: Vec<usize> = (0..state.containers.len())
+        .filter(|&i| state.containers[i].docker_id.is_some())
+        .collect();
+    let all =
+        futures_util::future::join_all(created.iter().map(|&i| stats_of(&s, &state, i))).await;
+    let map: serde_json::Map<String, serde_json::Value> = created
+        .iter()
+        .zip(all)
+        .filter_map(|(&i, v)| {
+            let id = state.containers[i].docker_id.clone()?;
+            Some((id, v.unwrap_or(serde_json::Value::Null)))
+        })
+        .collect();
+    json_response(StatusCode::OK, &map)
+}
+
+/// A running endpoint: its listeners and the base URLs containers are given.
+pub struct MetadataServer {
+    endpoint: MetadataEndpoint,
+    local_addrs: Vec<SocketAddr>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, MetadataError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| MetadataError::Listen { addr, source })
+}
+
+impl MetadataServer {
+    /// Listen and serve `directory`'s tasks until [`MetadataServer::shutdown`].
+    ///
+    /// Base URLs: `listen.advertise` when given (for both network modes); otherwise host-mode
+    /// containers get the main listener (`127.0.0.1` when it listens on all addresses), and with
+    /// `listen.bridge` bridge-mode containers get the Docker bridge's gateway address on the same
+    /// port — served by an additional listener unless the main one already covers it.
+    pub async fn start<R: Runtime>(
+        rt: Arc<R>,
+        directory: Arc<TaskDirectory>,
+        config: MetadataConfig,
+        listen: Listen,
+    ) -> Result<MetadataServer, MetadataError> {
+        Self::start_with_routes(rt, directory, config, listen, Router::new()).await
+    }
+
+    /// Like [`MetadataServer::start`], also serving `extra` routes on the same listeners (the
+    /// agent's `/metrics`).
+    pub async fn start_with_routes<R: Runtime>(
+        rt: Arc<R>,
+        directory: Arc<TaskDirectory>,
+        config: MetadataConfig,
+        listen: Listen,
+        extra: Router,
+    ) -> Result<MetadataServer, MetadataError> {
+        let main = bind(listen.addr).await?;
+        let local = main.local_addr().map_err(|source| MetadataError::Listen {
+            addr: listen.addr,
+            source,
+        })?;
+        let host_ip = if local.ip().is_unspecified() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            local.ip()
+        };
+        let host_base = format!("http://{}", SocketAddr::new(host_ip, local.port()));
+        let mut listeners = vec![main];
+        let bridge_base = if listen.advertise.is_none() && listen.bridge {
+            let gateway = IpAddr::V4(address::bridge_gateway(&*rt).await?);
+            let addr = SocketAddr::new(gateway, local.port());
+            if !local.ip().is_unspecified() && local.ip() != gateway {
+                listeners.push(bind(addr).await?);
+            }
+            format!("http://{addr}")
+        } else {
+            host_base.clone()
+        };
+        let endpoint = match &listen.advertise {
+            Some(url) => {
+                let url = url.trim_end_matches('/').to_string();
+                MetadataEndpoint {
+                    bridge_base: url.clone(),
+                    host_base: url,
+                }
+            }
+            None => MetadataEndpoint {
+                bridge_base,
+                host_base,
+            },
+        };
+        let app = router(rt, directory, config).merge(extra);
+        let (stop, stopped) = watch::channel(false);
+        let mut local_addrs = Vec::new();
+        let mut tasks = Vec::new();
+        for l in listeners {
+            if let Ok(a) = l.local_addr() {
+                local_addrs.push(a);
+            }
+            let mut stopped = stopped.clone();
+            let app = app.clone();
+            tasks.push(tokio::spawn(async move {
+                let listener = axum::serve::ListenerExt::tap_io(l, |tcp| {
+                    // Small request/answer exchanges: never wait to coalesce.
+                    let _ = tcp.set_nodelay(true);
+                });
+                let served = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    })
+                    .await;
+                if let Err(e) = served {
+                    tracing::warn!(error = %e, "metadata endpoint listener failed");
+                }
+            }));
+        }
+        Ok(MetadataServer {
+            endpoint,
+            local_addrs,
+            stop,
+            tasks,
+        })
+    }
+
+    /// The base URLs containers are given (`RunConfig.metadata`).
+    pub fn endpoint(&self) -> &MetadataEndpoint {
+        &self.endpoint
+    }
+
+    /// The addresses listened on (the main one first).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// Stop listening; open connections get 2 s to finish, then are dropped.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for mut t in self.tasks {
+            if tokio::time::timeout(Duration::from_secs(2), &mut t)
+                .await
+                .is_err()
+            {
+                t.abort();
+            }
+        }
+    }
+}

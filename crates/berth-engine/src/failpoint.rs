@@ -1,0 +1,32 @@
+//! Crash points for tests of crash safety: when the environment variable `BERTH_FAILPOINT` is
+//! `POINT:CONTAINER` (e.g. `after-create:web`), the process aborts — like `kill -9`, with no cleanup
+//! — when it reaches that point for that container. Points: `before-create` (the container's name
+//! is already stored), `after-create`, `after-start`. Unset (always, in production), a check is one
+//! load of a value read once.
+//!
+//! Hand-written rather than the `fail` crate: berth's crash tests run the released binary, which
+//! must not need a special build.
+
+use std::sync::OnceLock;
+
+fn configured() -> Option<&'static (String, String)> {
+    static POINT: OnceLock<Option<(String, String)>> = OnceLock::new();
+    POINT
+        .get_or_init(|| {
+            let v = std::env::var("BERTH_FAILPOINT").ok()?;
+            let (point, container) = v.split_once(':')?;
+            Some((point.to_string(), container.to_string()))
+        })
+        .as_ref()
+}
+
+/// Abort the process if `BERTH_FAILPOINT` names this point and container.
+pub fn hit(point: &str, container: &str) {
+    if let Some((p, c)) = configured()
+        && p == point
+        && c == container
+    {
+        eprintln!("berth: failpoint {point}:{container} reached; aborting");
+        std::process::abort();
+    }
+}

@@ -1,0 +1,300 @@
+//! The agent's state store: one redb database file, `DATA_DIR/berth.redb`.
+//!
+//! Tables: `meta` (schema version), `tasks` (task id → JSON [`TaskRecord`]: the whole task state
+//! plus its cleanup state), `images` (image reference → JSON [`ImageRecord`]: images berth pulled,
+//! for the `once` pull behaviour, with pull and last-use times). Every write is one redb
+//! transaction, durable when `commit` returns (redb fsyncs on commit), so a caller that saves before
+//! acting never acts on a change a crash could lose.
+//!
+//! Why redb: the Rust counterpart of the BoltDB the ECS agent uses (copy-on-write B-trees, ACID,
+//! crash-safe by default), pure Rust, no C library to build; berth's access pattern (a few writes per
+//! container transition, whole-task reads at start) needs nothing SQL offers.
+//!
+//! Schema versions: 1 kept bare `TaskState` JSON in `tasks` and had no `images` table (images were in
+//! `pulled-images.json`); 2 wraps tasks in `TaskRecord` and imports that file. [`Store::open`]
+//! migrates older versions in one transaction and refuses newer ones.
+
+use crate::{ImageRecord, PULLED_IMAGES_FILE, StoreError};
+use berth_engine::{Millis, PullRecord, TaskState};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The database file inside the data directory.
+pub const DB_FILE: &str = "berth.redb";
+/// The schema this berth writes.
+pub const SCHEMA_VERSION: u64 = 2;
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+const IMAGES: TableDefinition<&str, &[u8]> = TableDefinition::new("images");
+const VERSION_KEY: &str = "schema_version";
+
+/// Where a stopped task's cleanup stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cleanup {
+    /// When the task was seen STOPPED (the cleanup wait counts from here).
+    pub stopped_at: Option<Millis>,
+    /// The last refusal (`cleanup: refused: …`), kept until a retry succeeds.
+    pub refused: Option<String>,
+    /// Attempts so far.
+    pub attempts: u32,
+}
+
+/// One task as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskRecord {
+    pub state: TaskState,
+    #[serde(default)]
+    pub cleanup: Cleanup,
+}
+
+/// The state store. Cheap to share behind an `Arc`; redb serializes writers itself.
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+fn db_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Database {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+impl Store {
+    /// Open (or create) `DATA_DIR/berth.redb`, migrating an older schema.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        let path = data_dir.join(DB_FILE);
+        std::fs::create_dir_all(data_dir).map_err(|source| StoreError::Write {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+        let db = Database::create(&path).map_err(|e| db_err(&path, e))?;
+        let store = Store { db, path };
+        store.migrate(data_dir)?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> StoreError {
+        db_err(&self.path, e)
+    }
+
+    /// The schema version on disk (0 for a new, empty database).
+    pub fn schema_version(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = match txn.open_table(META) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+            Err(e) => return Err(self.err(e)),
+        };
+        Ok(table
+            .get(VERSION_KEY)
+            .map_err(|e| self.err(e))?
+            .map_or(0, |v| v.value()))
+    }
+
+    fn migrate(&self, data_dir: &Path) -> Result<(), StoreError> {
+        let found = self.schema_version()?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaVersion {
+                path: self.path.clone(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut tasks = txn.open_table(TASKS).map_err(|e| self.err(e))?;
+            if found == 1 {
+                // v1 → v2: bare TaskState → TaskRecord.
+                let mut rewritten = Vec::new();
+                for entry in tasks.iter().map_err(|e| self.err(e))? {
+                    let (k, v) = entry.map_err(|e| self.err(e))?;
+                    let state: TaskState =
+                        serde_json::from_slice(v.value()).map_err(|e| StoreError::Corrupt {
+                            path: self.path.clone(),
+                            key: k.value().to_string(),
+                            message: e.to_string(),
+                        })?;
+                    rewritten.push((k.value().to_string(), state));
+                }
+                for (k, state) in rewritten {
+                    let rec = TaskRecord {
+                        state,
+                        cleanup: Cleanup::default(),
+                    };
+                    let bytes = serde_json::to_vec(&rec).map_err(|e| self.err(e))?;
+                    tasks
+                        .insert(k.as_str(), bytes.as_slice())
+                        .map_err(|e| self.err(e))?;
+                }
+            }
+            let mut images = txn.open_table(IMAGES).map_err(|e| self.err(e))?;
+            // Images recorded by a berth that had no database (pulled-images.json).
+            let legacy = crate::PulledImages::open(data_dir)?;
+            for (image, rec) in legacy.all() {
+                let bytes = serde_json::to_vec(&rec).map_err(|e| self.err(e))?;
+                images
+                    .insert(image.as_str(), bytes.as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            meta.insert(VERSION_KEY, SCHEMA_VERSION)
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))?;
+        let legacy_file = data_dir.join(PULLED_IMAGES_FILE);
+        if legacy_file.exists() {
+            let _ = std::fs::rename(
+                &legacy_file,
+                data_dir.join(format!("{PULLED_IMAGES_FILE}.imported")),
+            );
+        }
+        if found != 0 {
+            tracing::info!(path = %self.path.display(), from = found, to = SCHEMA_VERSION, "state store migrated");
+        }
+        Ok(())
+    }
+
+    /// Save (insert or replace) one task; durable when this returns.
+    pub fn save_task(&self, rec: &TaskRecord) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(rec).map_err(|e| self.err(e))?;
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut t = txn.open_table(TASKS).map_err(|e| self.err(e))?;
+            t.insert(rec.state.id.as_str(), bytes.as_slice())
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Save a task's state, keeping its cleanup record; one transaction, durable when this
+    /// returns.
+    pub fn save_state(&self, state: &TaskState) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut t = txn.open_table(TASKS).map_err(|e| self.err(e))?;
+            let cleanup = t
+                .get(state.id.as_str())
+                .map_err(|e| self.err(e))?
+                .and_then(|v| serde_json::from_slice::<TaskRecord>(v.value()).ok())
+                .map(|r| r.cleanup)
+                .unwrap_or_default();
+            let rec = TaskRecord {
+                state: state.clone(),
+                cleanup,
+            };
+            let bytes = serde_json::to_vec(&rec).map_err(|e| self.err(e))?;
+            t.insert(state.id.as_str(), bytes.as_slice())
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    pub fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = match txn.open_table(TASKS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(self.err(e)),
+        };
+        let Some(v) = t.get(id).map_err(|e| self.err(e))? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(v.value())
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: self.path.clone(),
+                key: id.to_string(),
+                message: e.to_string(),
+            })
+    }
+
+    /// Every task in the store, in id order.
+    pub fn tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = match txn.open_table(TASKS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(self.err(e)),
+        };
+        let mut out = Vec::new();
+        for entry in t.iter().map_err(|e| self.err(e))? {
+            let (k, v) = entry.map_err(|e| self.err(e))?;
+            out.push(
+                serde_json::from_slice(v.value()).map_err(|e| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    key: k.value().to_string(),
+                    message: e.to_string(),
+                })?,
+            );
+        }
+        Ok(out)
+    }
+
+    pub fn delete_task(&self, id: &str) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut t = txn.open_table(TASKS).map_err(|e| self.err(e))?;
+            t.remove(id).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Images berth pulled, by reference.
+    pub fn images(&self) -> Result<BTreeMap<String, ImageRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = match txn.open_table(IMAGES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
+            Err(e) => return Err(self.err(e)),
+        };
+        let mut out = BTreeMap::new();
+        for entry in t.iter().map_err(|e| self.err(e))? {
+            let (k, v) = entry.map_err(|e| self.err(e))?;
+            if let Ok(rec) = serde_json::from_slice(v.value()) {
+                out.insert(k.value().to_string(), rec);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn record_image(&self, image: &str, at: Millis) -> Result<(), StoreError> {
+        let rec = ImageRecord { pulled_at: at };
+        let bytes = serde_json::to_vec(&rec).map_err(|e| self.err(e))?;
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut t = txn.open_table(IMAGES).map_err(|e| self.err(e))?;
+            t.insert(image, bytes.as_slice()).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+}
+
+impl berth_engine::Persist for Store {
+    fn save(&self, state: &TaskState) -> Result<(), String> {
+        self.save_state(state).map_err(|e| e.to_string())
+    }
+}
+
+impl PullRecord for Store {
+    fn pulled_before(&self, image: &str) -> bool {
+        self.images().is_ok_and(|m| m.contains_key(image))
+    }
+
+    fn record_pull(&self, image: &str) -> Result<(), String> {
+        self.record_image(image, berth_engine::report::now_ms())
+            .map_err(|e| e.to_string())
+    }
+}

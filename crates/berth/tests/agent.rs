@@ -1,0 +1,801 @@
+//! `berth agent` end to end on the real Engine: crash (kill -9) and restart while tasks run or
+//! start, containers removed behind the agent's back, cleanup after the wait, many tasks at once.
+
+use berth_testkit::{FamilyGuard, family_containers, test_image, unique_name};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
+struct Agent {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    cleanup_wait: &'static str,
+    /// The loopback port of the agent's /metrics listener.
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+impl Agent {
+    fn start(cleanup_wait: &'static str) -> Agent {
+        let mut a = Agent {
+            dir: tempfile::tempdir().expect("tmp"),
+            child: None,
+            cleanup_wait,
+            port: free_port(),
+        };
+        a.restart();
+        a
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("api.sock")
+    }
+
+    fn restart(&mut self) {
+        self.restart_with(&[]);
+    }
+
+    fn restart_with(&mut self, extra: &[&str]) {
+        self.restart_env(extra, &[]);
+    }
+
+    fn restart_env(&mut self, extra: &[&str], env: &[(&str, &str)]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("agent.log"))
+            .expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["agent", "--cleanup-wait", self.cleanup_wait, "--data-dir"])
+            .arg(self.dir.path())
+            .arg("--api-socket")
+            .arg(self.socket())
+            .args(["--metadata-addr", &format!("127.0.0.1:{}", self.port)])
+            .args(extra)
+            .envs(env.iter().copied())
+            .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
+            .env("BERTH_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("agent starts");
+        self.child = Some(child);
+        let t = Instant::now();
+        while self.cli(&["ps"]).0 != 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "agent did not answer: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
+    }
+
+    fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(args)
+            .arg("--agent")
+            .arg(self.socket())
+            .output()
+            .expect("berth runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn submit(&self, def: &Value) -> String {
+        let file = self.dir.path().join(format!("{}.json", unique_name("t-")));
+        std::fs::write(&file, def.to_string()).expect("write");
+        let (code, out, err) = self.cli(&["submit", file.to_str().expect("utf-8")]);
+        assert_eq!(code, 0, "{err}");
+        out.trim().to_string()
+    }
+
+    fn task(&self, id: &str) -> Value {
+        let (code, out, err) = self.cli(&["inspect", "--output", "json", id]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).expect("JSON")
+    }
+
+    fn wait_for(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let t = Instant::now();
+        loop {
+            let v = self.task(id);
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "task {id} never {what}: {v}\nlog: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn container(name: &str, script: &str) -> Value {
+    json!({"name": name, "image": test_image(), "command": ["sh", "-c", script],
+           "stopTimeout": 2, "dockerLabels": {"berth.test": "1"}})
+}
+
+/// A chain of `n` containers, each START-depending on the previous; the last is essential.
+fn chain(family: &str, n: usize) -> Value {
+    let cs: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut c = container(&format!("c{i}"), SERVE);
+            c["essential"] = json!(i == n - 1);
+            if i > 0 {
+                c["dependsOn"] =
+                    json!([{"containerName": format!("c{}", i - 1), "condition": "START"}]);
+            }
+            c
+        })
+        .collect();
+    json!({"family": family, "containerDefinitions": cs})
+}
+
+fn running(v: &Value) -> bool {
+    v["known"] == "RUNNING"
+}
+
+fn stopped(v: &Value) -> bool {
+    v["known"] == "STOPPED"
+}
+
+#[test]
+fn kill_9_while_a_task_runs_then_restart_adopts_it_and_stop_works() {
+    let mut agent = Agent::start("1h");
+    let family = unique_name("agent-kill-");
+    let _g = FamilyGuard(family.clone());
+    let id = agent.submit(&chain(&family, 2));
+    agent.wait_for(&id, "ran", running);
+    agent.kill9();
+    agent.restart();
+    let v = agent.wait_for(&id, "was adopted", running);
+    assert_eq!(
+        family_containers(&family).len(),
+        2,
+        "one Docker container per task container: {v}"
+    );
+    let (code, _, err) = agent.cli(&["stop", &id]);
+    assert_eq!(code, 0, "{err}");
+    let v = agent.wait_for(&id, "stopped", stopped);
+    assert_eq!(v["stoppedReason"], "stopped through the API");
+    assert_eq!(v["exitCode"], 0);
+    let (_, ps, _) = agent.cli(&["ps", "-a"]);
+    assert!(ps.contains(&id[..12]) && ps.contains("STOPPED"), "{ps}");
+}
+
+#[test]
+fn a_crash_at_each_step_of_a_start_creates_nothing_twice() {
+    // The agent aborts (like kill -9) exactly: after c2's name is stored and before its create,
+    // right after its create, right after its start.
+    for point in ["before-create", "after-create", "after-start"] {
+        let mut agent = Agent {
+            dir: tempfile::tempdir().expect("tmp"),
+            child: None,
+            cleanup_wait: "1h",
+            port: free_port(),
+        };
+        agent.restart_env(&[], &[("BERTH_FAILPOINT", &format!("{point}:c2"))]);
+        let family = unique_name("agent-crash-");
+        let _g = FamilyGuard(family.clone());
+        let id = agent.submit(&chain(&family, 5));
+        let t = Instant::now();
+        let child = agent.child.as_mut().expect("agent");
+        while child.try_wait().expect("wait").is_none() {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{point}: the agent never reached the failpoint"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        agent.child = None;
+        let before = family_containers(&family).len();
+        // START dependents are created while their dependency starts (pipelining): at c2's
+        // create, c0 and c1 exist; after it, c2 too; after c2's start, c3 and c4 may exist too.
+        let expected = match point {
+            "before-create" => 2..=2,
+            "after-create" => 3..=3,
+            _ => 3..=5,
+        };
+        assert!(
+            expected.contains(&before),
+            "{point}: {before} containers at the crash"
+        );
+        agent.restart();
+        let v = agent.wait_for(&id, "ran after the restart", running);
+        assert_eq!(
+            family_containers(&family).len(),
+            5,
+            "{point}: no orphan, no duplicate: {v}"
+        );
+        let (code, _, _) = agent.cli(&["rm", &id]);
+        assert_eq!(code, 0);
+    }
+}
+
+#[test]
+fn kill_9_in_the_middle_of_starting_five_containers_creates_nothing_twice() {
+    // Kill at several points of the start: the agent persists every container name before create,
+    // so the restarted agent adopts what exists and creates only what is missing.
+    for delay_ms in [0u64, 150, 400, 800] {
+        let mut agent = Agent::start("1h");
+        let family = unique_name("agent-mid-");
+        let _g = FamilyGuard(family.clone());
+        let id = agent.submit(&chain(&family, 5));
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        agent.kill9();
+        agent.restart();
+        let v = agent.wait_for(&id, "ran after the restart", running);
+        let ids = family_containers(&family);
+        assert_eq!(
+            ids.len(),
+            5,
+            "no orphan, no duplicate (kill after {delay_ms} ms): {v}"
+        );
+        let docker_ids: Vec<&str> = v["containers"]
+            .as_array()
+            .expect("containers")
+            .iter()
+            .filter_map(|c| c["dockerId"].as_str())
+            .collect();
+        assert_eq!(docker_ids.len(), 5);
+        for d in docker_ids {
+            assert!(
+                ids.iter().any(|i| d.starts_with(i.as_str())),
+                "{d} is the one in Docker"
+            );
+        }
+        let (code, _, _) = agent.cli(&["rm", &id]);
+        assert_eq!(code, 0);
+    }
+}
+
+#[test]
+fn a_container_removed_behind_the_agents_back_stops_the_task() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-rmf-");
+    let _g = FamilyGuard(family.clone());
+    let id = agent.submit(&chain(&family, 2));
+    let v = agent.wait_for(&id, "ran", running);
+    let essential = v["containers"][1]["dockerId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let out = Command::new("docker")
+        .args(["rm", "-f", &essential])
+        .output()
+        .expect("docker");
+    assert!(out.status.success());
+    let v = agent.wait_for(&id, "stopped", stopped);
+    let reason = v["containers"][1]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("removed from Docker"), "{v}");
+}
+
+#[test]
+fn cleanup_after_the_wait_removes_containers_directory_and_the_task() {
+    let agent = Agent::start("1s");
+    let family = unique_name("agent-clean-");
+    let _g = FamilyGuard(family.clone());
+    let mut c = container("a", "echo done > /data/f");
+    c["mountPoints"] = json!([{"sourceVolume": "scratch", "containerPath": "/data"}]);
+    let def = json!({"family": family, "containerDefinitions": [c],
+                     "volumes": [{"name": "scratch", "host": {}}]});
+    let id = agent.submit(&def);
+    let task_dir: PathBuf = agent.dir.path().join("tasks").join(&id);
+    let t = Instant::now();
+    loop {
+        let (_, ps, _) = agent.cli(&["ps", "-a", "--output", "json"]);
+        let tasks: Vec<Value> = serde_json::from_str(&ps).unwrap_or_default();
+        if !tasks.iter().any(|t| t["task"] == id) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "not cleaned up: {ps}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(family_containers(&family).is_empty(), "containers removed");
+    assert!(!Path::new(&task_dir).exists(), "task directory removed");
+}
+
+#[test]
+fn two_hundred_tasks_at_once_all_end_with_their_exit_codes_in_bounded_memory() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-many-");
+    let _g = FamilyGuard(family.clone());
+    // Submitted at once, from 8 clients.
+    let ids: Vec<(String, i64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|w| {
+                let (agent, family) = (&agent, &family);
+                scope.spawn(move || {
+                    (0..200)
+                        .filter(|i| i % 8 == w)
+                        .map(|i| {
+                            let code = i % 3;
+                            let def = json!({"family": family, "containerDefinitions": [container("a", &format!("exit {code}"))]});
+                            (agent.submit(&def), code)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("submitter"))
+            .collect()
+    });
+    for (id, code) in &ids {
+        let v = agent.wait_for(id, "stopped", stopped);
+        assert_eq!(v["exitCode"], *code, "{v}");
+    }
+    let (_, ps, _) = agent.cli(&["ps", "-a", "--output", "json", "--family", &family]);
+    let tasks: Vec<Value> = serde_json::from_str(&ps).expect("JSON");
+    assert_eq!(tasks.len(), 200, "the store has them all");
+    let pid = agent.child.as_ref().expect("agent").id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS");
+    assert!(
+        rss_kib < 200 * 1024,
+        "agent resident memory {rss_kib} KiB after 200 tasks"
+    );
+}
+
+/// A Unix-socket proxy in front of the Docker socket whose connections the test can cut, as a
+/// Docker restart would (without restarting the machine's Docker).
+struct Proxy {
+    path: PathBuf,
+    cut: tokio::sync::watch::Sender<u64>,
+    _thread: std::thread::JoinHandle<()>,
+}
+
+impl Proxy {
+    fn start(dir: &Path) -> Proxy {
+        let path = dir.join("docker-proxy.sock");
+        let (cut, rx) = tokio::sync::watch::channel(0u64);
+        let p = path.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::UnixListener::bind(&p).expect("bind proxy");
+                let _ = ready_tx.send(());
+                loop {
+                    let Ok((mut client, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let mut rx = rx.clone();
+                    rx.borrow_and_update();
+                    tokio::spawn(async move {
+                        let Ok(mut docker) =
+                            tokio::net::UnixStream::connect("/var/run/docker.sock").await
+                        else {
+                            return;
+                        };
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut client, &mut docker) => {}
+                            _ = rx.changed() => {}
+                        }
+                    });
+                }
+            });
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("proxy ready");
+        Proxy {
+            path,
+            cut,
+            _thread: thread,
+        }
+    }
+
+    /// Drop every open connection (event streams included).
+    fn cut(&self) {
+        self.cut.send_modify(|g| *g += 1);
+    }
+}
+
+#[test]
+fn a_broken_docker_event_stream_is_resubscribed_and_nothing_is_lost_or_duplicated() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let proxy = Proxy::start(dir.path());
+    let mut agent = Agent {
+        dir,
+        child: None,
+        cleanup_wait: "1h",
+        port: free_port(),
+    };
+    let host = format!("unix://{}", proxy.path.display());
+    agent.restart_with(&["--docker-host", &host]);
+    let family = unique_name("agent-events-");
+    let _g = FamilyGuard(family.clone());
+    // a exits by itself 3 s after it starts: only an event (or a re-sync) can tell the agent.
+    let mut a = container("a", "sleep 3; exit 5");
+    a["essential"] = json!(false);
+    let b = container("b", SERVE);
+    let id = agent.submit(&json!({"family": family, "containerDefinitions": [a, b]}));
+    agent.wait_for(&id, "ran", running);
+    proxy.cut();
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.cut();
+    let v = agent.wait_for(&id, "saw a exit", |v| {
+        v["containers"][0]["known"] == "STOPPED"
+    });
+    assert_eq!(v["containers"][0]["exitCode"], 5, "{v}");
+    assert_eq!(v["known"], "RUNNING", "a is not essential");
+    assert_eq!(family_containers(&family).len(), 2, "nothing duplicated");
+    assert!(
+        agent.log().contains("docker event stream ended"),
+        "{}",
+        agent.log()
+    );
+    let (code, _, _) = agent.cli(&["stop", &id]);
+    assert_eq!(code, 0);
+    agent.wait_for(&id, "stopped", stopped);
+}
+
+/// GET a path on the agent's HTTP listener (loopback), the body as text.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out
+}
+
+#[test]
+fn logs_come_from_docker_and_metrics_count_what_happened() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-logs-");
+    let _g = FamilyGuard(family.clone());
+    let def = json!({"family": family, "containerDefinitions": [container("a", "echo hello-logs; echo to-stderr >&2")]});
+    let id = agent.submit(&def);
+    agent.wait_for(&id, "stopped", stopped);
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["logs", &id, "a", "--agent"])
+        .arg(agent.socket())
+        .output()
+        .expect("berth logs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello-logs\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("to-stderr"));
+    let metrics = http_get(agent.port, "/metrics");
+    assert!(
+        metrics.contains("berth_tasks{status=\"STOPPED\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("berth_tasks_submitted_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("berth_container_transitions_total"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("berth_event_stream_reconnects_total 0"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn gc_keeps_the_directories_of_tasks_the_store_still_has() {
+    let mut agent = Agent::start("1h");
+    let family = unique_name("agent-gc-");
+    let _g = FamilyGuard(family.clone());
+    let mut a = container("a", SERVE);
+    a["mountPoints"] = json!([{"sourceVolume": "scratch", "containerPath": "/data"}]);
+    let def = json!({"family": family, "containerDefinitions": [a],
+                     "volumes": [{"name": "scratch", "host": {}}]});
+    let id = agent.submit(&def);
+    agent.wait_for(&id, "ran", running);
+    // While the agent runs, gc cannot take the data directory.
+    let gc = |dir: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["gc", "--data-dir"])
+            .arg(dir)
+            .output()
+            .expect("gc runs")
+    };
+    assert_eq!(gc(agent.dir.path()).status.code(), Some(75));
+    agent.kill9();
+    // A leftover beside the task's own directory.
+    let leftover = agent
+        .dir
+        .path()
+        .join("tasks")
+        .join("ffffffffffffffffffffffffffffffff");
+    std::fs::create_dir_all(&leftover).expect("leftover");
+    let out = gc(agent.dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!leftover.exists(), "the leftover is removed");
+    assert!(
+        agent.dir.path().join("tasks").join(&id).exists(),
+        "the stored task's directory is kept: {text}"
+    );
+    agent.restart();
+    let (code, _, _) = agent.cli(&["rm", &id]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn configuration_layers_file_then_environment_then_flags() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("berth.toml");
+    std::fs::write(
+        &cfg,
+        "cleanup-wait = \"10m\"\npull-behavior = \"once\"\npull-attempts = 3\npull-dependent-upfront = true\nmetadata-addr = \"127.0.0.1:6000\"\n",
+    )
+    .expect("config");
+    let print = |env: &[(&str, &str)], flags: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
+        cmd.args(["agent", "--print-config", "--config"])
+            .arg(&cfg)
+            .args(flags);
+        for k in [
+            "BERTH_CLEANUP_WAIT",
+            "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
+            "BERTH_IMAGE_PULL_BEHAVIOR",
+            "ECS_IMAGE_PULL_BEHAVIOR",
+            "BERTH_METADATA_ADDR",
+        ] {
+            cmd.env_remove(k);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("berth runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let t: toml::Table = String::from_utf8_lossy(&out.stdout).parse().expect("TOML");
+        t
+    };
+    let t = print(&[], &[]);
+    assert_eq!(t["cleanup-wait"].as_str(), Some("10m"), "{t}");
+    assert_eq!(t["pull-behavior"].as_str(), Some("once"));
+    assert_eq!(t["pull-attempts"].as_integer(), Some(3));
+    assert_eq!(t["pull-dependent-upfront"].as_bool(), Some(true));
+    let t = print(
+        &[
+            ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION", "20m"),
+            ("BERTH_IMAGE_PULL_BEHAVIOR", "always"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        t["cleanup-wait"].as_str(),
+        Some("20m"),
+        "the environment (ECS name) beats the file"
+    );
+    assert_eq!(t["pull-behavior"].as_str(), Some("always"));
+    let t = print(
+        &[("BERTH_CLEANUP_WAIT", "20m")],
+        &["--cleanup-wait", "30s", "--metadata-addr", "127.0.0.1:6001"],
+    );
+    assert_eq!(t["cleanup-wait"].as_str(), Some("30s"), "flags beat both");
+    assert_eq!(t["metadata-addr"].as_str(), Some("127.0.0.1:6001"));
+    // A bad key is an error naming it.
+    std::fs::write(&cfg, "cleanup_wait = \"1m\"\n").expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["agent", "--print-config", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("berth runs");
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown option \"cleanup_wait\""));
+}
+
+#[test]
+fn the_api_rejects_bad_input_with_clear_answers() {
+    let agent = Agent::start("1h");
+    let bad = agent.dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"family": "x", "containerDefinitions": [{"name": "a", "image": "i", "dependsOn": [{"containerName": "db", "condition": "START"}]}]}"#).expect("write");
+    let (code, _, err) = agent.cli(&["submit", bad.to_str().expect("utf-8")]);
+    assert_eq!(code, 65);
+    assert_eq!(
+        err.trim(),
+        r#"containerDefinitions[0].dependsOn[0].containerName: no container named "db" (known: a)"#
+    );
+    let (code, _, err) = agent.cli(&["inspect", "00000000000000000000000000000000"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("no task 00000000000000000000000000000000"),
+        "{err}"
+    );
+    let (code, _, err) = agent.cli(&["stop", "nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no task nope"), "{err}");
+    // The socket is the only door: not readable or writable by anyone else.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(agent.socket())
+        .expect("socket")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn submit_wait_follows_the_task_and_exits_with_its_status() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-wait-");
+    let _g = FamilyGuard(family.clone());
+    let file = agent.dir.path().join("w.json");
+    let def =
+        json!({"family": family, "containerDefinitions": [container("a", "sleep 1; exit 3")]});
+    std::fs::write(&file, def.to_string()).expect("write");
+    let (code, out, err) = agent.cli(&["submit", "--wait", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(
+        out.contains("STOPPED") && out.contains("Essential container in task exited"),
+        "{out}"
+    );
+}
+
+#[test]
+fn gc_containers_removes_orphans_of_a_lost_store_and_only_those() {
+    let mut agent = Agent::start("1h");
+    let family = unique_name("agent-orphan-");
+    let _g = FamilyGuard(family.clone());
+    let id = agent.submit(&chain(&family, 2));
+    agent.wait_for(&id, "ran", running);
+    agent.kill9();
+    // The store is lost: its containers now belong to no task.
+    std::fs::remove_file(agent.dir.path().join("berth.redb")).expect("remove the store");
+    assert_eq!(family_containers(&family).len(), 2);
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["gc", "--containers", "--dry-run", "--data-dir"])
+        .arg(agent.dir.path())
+        .output()
+        .expect("gc");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("would remove"));
+    assert_eq!(
+        family_containers(&family).len(),
+        2,
+        "dry run changes nothing"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["gc", "--containers", "--data-dir"])
+        .arg(agent.dir.path())
+        .output()
+        .expect("gc");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("task {id} is not in the store")),
+        "{text}"
+    );
+    assert!(family_containers(&family).is_empty(), "orphans removed");
+}
+
+#[test]
+fn two_tasks_submitted_together_with_one_image_cause_one_pull() {
+    let reg = berth_testkit::registry();
+    let log =
+        berth_testkit::registry_log().expect("BERTH_TEST_REGISTRY_LOG: run through scripts/test");
+    let repo = unique_name("berth-agent-shared-");
+    let image = format!("{reg}/{repo}:1");
+    let docker = |args: &[&str]| {
+        let out = Command::new("docker").args(args).output().expect("docker");
+        assert!(
+            out.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    docker(&["tag", &test_image(), &image]);
+    docker(&["push", "-q", &image]);
+    docker(&["rmi", &image]);
+    let requests = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches(&format!("\"HEAD /v2/{repo}/manifests/1 "))
+            .count()
+    };
+    let before = requests();
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-pull-");
+    let _g = FamilyGuard(family.clone());
+    let def = json!({"family": family, "containerDefinitions": [
+        {"name": "a", "image": image, "command": ["true"], "dockerLabels": {"berth.test": "1"}}]});
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2).map(|_| s.spawn(|| agent.submit(&def))).collect();
+        hs.into_iter().map(|h| h.join().expect("submit")).collect()
+    });
+    for id in &ids {
+        let v = agent.wait_for(id, "stopped", stopped);
+        assert_eq!(v["exitCode"], 0, "{v}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
+    assert_eq!(
+        requests() - before,
+        1,
+        "one pull in the registry's log for two tasks"
+    );
+}
+
+#[test]
+fn containers_of_the_agent_read_their_task_metadata() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-meta-");
+    let _g = FamilyGuard(family.clone());
+    // Bridge mode: the container reaches the agent on the Docker bridge's address.
+    // It polls until it sees itself RUNNING: its process starts a moment before Docker's start
+    // event reaches the agent.
+    let script = "for i in $(seq 50); do out=$(wget -qO- $ECS_CONTAINER_METADATA_URI_V4/task) && echo \"$out\" | grep -q '\"KnownStatus\":\"RUNNING\"' && echo \"$out\" && exit 0; sleep 0.2; done; exit 1";
+    let def = json!({"family": family, "containerDefinitions": [container("a", script)]});
+    let id = agent.submit(&def);
+    let v = agent.wait_for(&id, "stopped", stopped);
+    assert_eq!(
+        v["exitCode"],
+        0,
+        "the container read its metadata: {v}\n{}",
+        agent.log()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["logs", &id, "a", "--agent"])
+        .arg(agent.socket())
+        .output()
+        .expect("berth logs");
+    let task: Value = serde_json::from_slice(&out.stdout).expect("the task JSON");
+    assert_eq!(task["Family"], family.as_str());
+    assert_eq!(task["Cluster"], "default");
+    assert!(
+        task["TaskARN"].as_str().unwrap_or_default().ends_with(&id),
+        "{task}"
+    );
+    assert_eq!(task["Containers"][0]["Name"], "a");
+    assert_eq!(task["Containers"][0]["KnownStatus"], "RUNNING");
+}

@@ -1,0 +1,806 @@
+//! `berth volume-plugin` as a process: with the real dockerd and docker CLI (the call sequences of
+//! section 3 of `shared/reference/docker-volume-plugin.md`), and a kill -9 storm with a Rust client.
+//!
+//! Each test runs its own plugin (the built `berth` binary), with its socket in
+//! /run/docker/plugins and everything else in a private temporary directory. Guards remove the
+//! containers, volumes, mounts and socket even when a test fails; the plugin is declared before the
+//! guards so that it outlives them (removing a volume calls the plugin).
+//!
+//! One driver name, [`DRIVER`], serves every test, one test at a time (a mutex in this process, a
+//! `flock` across processes), rather than a fresh name per test: dockerd never forgets a legacy
+//! plugin it has used, and every later `docker volume ls`, or removal of a volume it does not know,
+//! asks each remembered plugin — about 15 s of connection retries per plugin that is gone. A fixed
+//! name leaves at most one such plugin behind per dockerd lifetime. For the same reason the volume
+//! guards are disarmed once a test has removed its volume itself.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use berth_testkit::{ContainerGuard, VolumeGuard, test_image, unique_name};
+use berth_volume::client::Client;
+
+const LOOP: &str = "trap 'exit 0' TERM; while true; do sleep 1; done";
+
+/// Unmounts everything under the directory at drop (deepest first, lazily); the directory is
+/// then deleted by `TempDir`.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::Builder::new()
+            .prefix("berth-vp-test-")
+            .tempdir()
+            .expect("tempdir");
+        Scratch { dir }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    berth_fs::mountinfo::read_self()
+        .expect("mountinfo")
+        .into_iter()
+        .map(|m| m.mount_point)
+        .filter(|p| p.starts_with(&dir))
+        .collect()
+}
+
+fn is_mounted(path: &Path) -> bool {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    berth_fs::mountinfo::read_self()
+        .expect("mountinfo")
+        .iter()
+        .any(|m| m.mount_point == path)
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for _ in 0..10 {
+            let mut points = mounts_under(self.dir.path());
+            if points.is_empty() {
+                break;
+            }
+            points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+            for p in points {
+                let _ = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH);
+            }
+        }
+    }
+}
+
+/// The plugin process. Killed (SIGKILL) and its socket removed on drop.
+struct PluginProcess {
+    child: Option<Child>,
+    args: Vec<String>,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+impl PluginProcess {
+    fn spawn(socket: &Path, dir: &Path, helper: Option<&Path>) -> PluginProcess {
+        let mut args = vec![
+            "volume-plugin".to_owned(),
+            "--socket".to_owned(),
+            socket.to_str().unwrap().to_owned(),
+            "--state-file".to_owned(),
+            dir.join("state/volume-plugin.json")
+                .to_str()
+                .unwrap()
+                .to_owned(),
+            "--mount-root".to_owned(),
+            dir.join("volumes").to_str().unwrap().to_owned(),
+        ];
+        if let Some(h) = helper {
+            args.push("--mount-helper".to_owned());
+            args.push(h.to_str().unwrap().to_owned());
+        }
+        let mut p = PluginProcess {
+            child: None,
+            args,
+            socket: socket.to_path_buf(),
+            log: dir.join("plugin.log"),
+        };
+        p.start();
+        p
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(&self.args)
+            .env("BERTH_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn berth volume-plugin");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("plugin exited ({status}); log:\n{}", self.log_text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "plugin did not listen; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM; the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        child.wait().unwrap()
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn berth(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .arg("volume-plugin")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+}
+
+impl Drop for PluginProcess {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// The driver name of every dockerd test (see the module documentation).
+const DRIVER: &str = "berth-vptest";
+
+/// Exclusive use of [`DRIVER`]: held for a whole test, released last.
+struct DriverLock {
+    _file: std::fs::File,
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Take [`DRIVER`] (waiting for other tests, here and in other processes); its socket path.
+fn driver() -> (DriverLock, String, PathBuf) {
+    static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let guard = IN_PROCESS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = if Path::new("/run/lock").is_dir() {
+        "/run/lock"
+    } else {
+        "/tmp"
+    };
+    let file = std::fs::File::create(format!("{dir}/{DRIVER}.lock")).expect("lock file");
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    let socket = PathBuf::from(format!("/run/docker/plugins/{DRIVER}.sock"));
+    let lock = DriverLock {
+        _file: file,
+        _guard: guard,
+    };
+    (lock, DRIVER.to_owned(), socket)
+}
+
+fn docker(args: &[&str]) -> (bool, String) {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker CLI");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text.trim().to_owned())
+}
+
+fn docker_ok(args: &[&str]) -> String {
+    let (ok, text) = docker(args);
+    assert!(ok, "docker {args:?} failed: {text}");
+    text
+}
+
+fn create_volume(driver: &str, name: &str, opts: &[&str]) -> VolumeGuard {
+    let guard = VolumeGuard::new(name);
+    let mut args = vec!["volume", "create", "-d", driver, "--label", "berth.test=1"];
+    for o in opts {
+        args.push("-o");
+        args.push(o);
+    }
+    args.push(name);
+    docker_ok(&args);
+    guard
+}
+
+fn run_container(name: &str, volume: &str) -> ContainerGuard {
+    let guard = ContainerGuard::new(name);
+    let mount = format!("{volume}:/data");
+    docker_ok(&[
+        "run",
+        "-d",
+        "--label",
+        "berth.test=1",
+        "--name",
+        name,
+        "-v",
+        &mount,
+        &test_image(),
+        "sh",
+        "-c",
+        LOOP,
+    ]);
+    guard
+}
+
+/// `docker volume inspect`'s Status.mounts.
+fn status_mounts(volume: &str) -> BTreeMap<String, u64> {
+    let text = docker_ok(&[
+        "volume",
+        "inspect",
+        "--format",
+        "{{json .Status.mounts}}",
+        volume,
+    ]);
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+#[test]
+fn docker_cp_two_containers_stop_and_remove() {
+    let scratch = Scratch::new();
+    let (_driver, drv, socket) = driver();
+    let _plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let vol = unique_name("berth-vp-");
+    let v = create_volume(&drv, &vol, &["type=tmpfs", "o=size=8m"]);
+    let mp = scratch.path().join("volumes").join(&vol);
+    let c1 = unique_name("berth-vp-c1-");
+    let c2 = unique_name("berth-vp-c2-");
+    let _g1 = run_container(&c1, &vol);
+    assert!(is_mounted(&mp), "mounted for the running container");
+
+    // docker cp into and out of the running container: same mount ID, counted, never unmounted.
+    let host_in = scratch.path().join("in.txt");
+    std::fs::write(&host_in, b"from host\n").unwrap();
+    docker_ok(&[
+        "cp",
+        host_in.to_str().unwrap(),
+        &format!("{c1}:/data/in.txt"),
+    ]);
+    assert!(is_mounted(&mp));
+    assert_eq!(
+        docker_ok(&["exec", &c1, "cat", "/data/in.txt"]),
+        "from host"
+    );
+    docker_ok(&[
+        "exec",
+        &c1,
+        "sh",
+        "-c",
+        "echo from container > /data/out.txt",
+    ]);
+    let host_out = scratch.path().join("out.txt");
+    docker_ok(&[
+        "cp",
+        &format!("{c1}:/data/out.txt"),
+        host_out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&host_out).unwrap(),
+        "from container\n"
+    );
+    assert!(is_mounted(&mp), "still mounted after both copies");
+    docker_ok(&[
+        "exec",
+        &c1,
+        "sh",
+        "-c",
+        "echo again > /data/again && cat /data/in.txt",
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(mp.join("again")).unwrap(),
+        "again\n"
+    );
+    let counts = status_mounts(&vol);
+    assert_eq!(
+        counts.values().copied().collect::<Vec<_>>(),
+        vec![1],
+        "{counts:?}"
+    );
+
+    // Two containers: two IDs; stopping one keeps it mounted, stopping both unmounts.
+    let _g2 = run_container(&c2, &vol);
+    assert_eq!(status_mounts(&vol).len(), 2);
+    docker_ok(&["stop", "-t", "2", &c1]);
+    assert!(is_mounted(&mp), "c2 still uses it");
+    assert_eq!(
+        docker_ok(&["exec", &c2, "cat", "/data/in.txt"]),
+        "from host"
+    );
+    docker_ok(&["stop", "-t", "2", &c2]);
+    assert!(!is_mounted(&mp), "unmounted after the last stop");
+    assert!(status_mounts(&vol).is_empty());
+
+    docker_ok(&["rm", &c1, &c2]);
+    docker_ok(&["volume", "rm", &vol]);
+    v.disarm();
+    assert!(!mp.exists(), "docker volume rm removes the mount point");
+}
+
+/// A tmpfs over the state directory, remounted read-only to make saves fail (root ignores
+/// permission bits); restored read-write on drop.
+struct StateDir(PathBuf);
+
+impl StateDir {
+    fn new(dir: &Path) -> StateDir {
+        std::fs::create_dir_all(dir).unwrap();
+        rustix::mount::mount(
+            "tmpfs",
+            dir,
+            "tmpfs",
+            rustix::mount::MountFlags::empty(),
+            c"size=1m",
+        )
+        .unwrap();
+        StateDir(dir.to_path_buf())
+    }
+    fn read_only(&self, ro: bool) {
+        let flags = if ro {
+            rustix::mount::MountFlags::RDONLY
+        } else {
+            rustix::mount::MountFlags::empty()
+        };
+        rustix::mount::mount_remount(&self.0, flags, "").expect("remount state dir");
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = rustix::mount::mount_remount(&self.0, rustix::mount::MountFlags::empty(), "");
+    }
+}
+
+#[test]
+fn failed_mount_during_cp_keeps_the_running_containers_volume() {
+    let scratch = Scratch::new();
+    let state = StateDir::new(&scratch.path().join("state"));
+    let (_driver, drv, socket) = driver();
+    let plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let vol = unique_name("berth-vp-");
+    let v = create_volume(&drv, &vol, &["type=tmpfs"]);
+    let mp = scratch.path().join("volumes").join(&vol);
+    let c1 = unique_name("berth-vp-c1-");
+    let _g1 = run_container(&c1, &vol);
+    docker_ok(&["exec", &c1, "sh", "-c", "echo before > /data/before"]);
+
+    let host_in = scratch.path().join("in.txt");
+    std::fs::write(&host_in, b"x").unwrap();
+    state.read_only(true);
+    let (ok, text) = docker(&[
+        "cp",
+        host_in.to_str().unwrap(),
+        &format!("{c1}:/data/in.txt"),
+    ]);
+    state.read_only(false);
+    assert!(
+        !ok,
+        "docker cp should fail while the state cannot be saved: {text}"
+    );
+    assert!(
+        is_mounted(&mp),
+        "the running container's volume must stay mounted"
+    );
+    assert_eq!(docker_ok(&["exec", &c1, "cat", "/data/before"]), "before");
+    docker_ok(&["exec", &c1, "sh", "-c", "echo after > /data/after"]);
+    assert_eq!(
+        std::fs::read_to_string(mp.join("after")).unwrap(),
+        "after\n"
+    );
+    let counts = status_mounts(&vol);
+    assert_eq!(
+        counts.values().sum::<u64>(),
+        1,
+        "only the container's reference: {counts:?}"
+    );
+
+    docker_ok(&["stop", "-t", "2", &c1]);
+    if is_mounted(&mp) {
+        // dockerd sends no Unmount at stop after such a failure (moby 37834): the reference leaked,
+        // which is what `release --unused` repairs.
+        let (ok, out) =
+            plugin.berth(&["release", "--socket", socket.to_str().unwrap(), "--unused"]);
+        assert!(ok, "{out}");
+        assert!(out.contains("released 1 reference"), "{out}");
+    }
+    assert!(!is_mounted(&mp));
+    docker_ok(&["rm", &c1]);
+    docker_ok(&["volume", "rm", &vol]);
+    v.disarm();
+    drop(plugin);
+}
+
+#[test]
+fn plugin_killed_and_restarted_while_a_container_runs() {
+    let scratch = Scratch::new();
+    let (_driver, drv, socket) = driver();
+    let mut plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let vol = unique_name("berth-vp-");
+    let v = create_volume(&drv, &vol, &["type=tmpfs"]);
+    let mp = scratch.path().join("volumes").join(&vol);
+    let c1 = unique_name("berth-vp-c1-");
+    let _g1 = run_container(&c1, &vol);
+    docker_ok(&["exec", &c1, "sh", "-c", "echo kept > /data/f"]);
+
+    plugin.kill9();
+    assert!(is_mounted(&mp), "a dead plugin unmounts nothing");
+    plugin.start();
+    // dockerd asks the restarted plugin (Get): the volume survived. (Not `docker volume ls`,
+    // which also asks every legacy plugin dockerd ever used, ~15 s for each one that is gone.)
+    let driver_name = docker_ok(&["volume", "inspect", "--format", "{{.Driver}}", &vol]);
+    assert_eq!(driver_name, drv);
+    assert_eq!(
+        status_mounts(&vol).len(),
+        1,
+        "the reference survived the restart"
+    );
+    assert!(is_mounted(&mp));
+    assert_eq!(docker_ok(&["exec", &c1, "cat", "/data/f"]), "kept");
+    docker_ok(&["stop", "-t", "2", &c1]);
+    assert!(
+        !is_mounted(&mp),
+        "the restarted plugin unmounts at docker stop"
+    );
+
+    // SIGTERM: exit 0, socket removed, nothing unmounted.
+    let c2 = unique_name("berth-vp-c2-");
+    let _g2 = run_container(&c2, &vol);
+    assert_eq!(plugin.terminate().code(), Some(0));
+    assert!(!socket.exists());
+    assert!(is_mounted(&mp), "SIGTERM unmounts nothing");
+    plugin.start();
+    docker_ok(&["rm", "-f", &c1, &c2]);
+    assert!(!is_mounted(&mp));
+    docker_ok(&["volume", "rm", &vol]);
+    v.disarm();
+}
+
+#[test]
+fn release_unused_repairs_a_leaked_reference() {
+    let scratch = Scratch::new();
+    let (_driver, drv, socket) = driver();
+    let plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let leaky = unique_name("berth-vp-");
+    let busy = unique_name("berth-vp-");
+    let v1 = create_volume(&drv, &leaky, &["type=tmpfs"]);
+    let v2 = create_volume(&drv, &busy, &["type=tmpfs"]);
+    let leaky_mp = scratch.path().join("volumes").join(&leaky);
+    let busy_mp = scratch.path().join("volumes").join(&busy);
+    let c1 = unique_name("berth-vp-c1-");
+    let c2 = unique_name("berth-vp-c2-");
+    let _g1 = run_container(&c1, &leaky);
+    let _g2 = run_container(&c2, &busy);
+
+    // A file held open on the host makes the Unmount at stop fail (EBUSY): dockerd never retries,
+    // the reference leaks.
+    let open = std::fs::File::create(leaky_mp.join("held-open")).unwrap();
+    docker_ok(&["stop", "-t", "2", &c1]);
+    drop(open);
+    assert!(is_mounted(&leaky_mp));
+    assert_eq!(
+        status_mounts(&leaky).len(),
+        1,
+        "the leaked reference is visible"
+    );
+
+    let s = socket.to_str().unwrap();
+    let (ok, out) = plugin.berth(&["release", "--socket", s, "--unused", "--dry-run"]);
+    assert!(ok && out.contains("would release 1 reference"), "{out}");
+    assert!(is_mounted(&leaky_mp));
+    let (ok, out) = plugin.berth(&["release", "--socket", s, "--unused"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("volume {leaky}: released 1 reference")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("volume {busy}: used by a running container; kept")),
+        "{out}"
+    );
+    assert!(!is_mounted(&leaky_mp), "released and unmounted");
+    assert!(
+        is_mounted(&busy_mp),
+        "the running container's volume is untouched"
+    );
+
+    // `release NAME ID` by hand.
+    let id = status_mounts(&busy).into_keys().next().unwrap();
+    let (ok, out) = plugin.berth(&["release", "--socket", s, &busy, &id]);
+    assert!(
+        ok && out.contains("no references remain: unmounted"),
+        "{out}"
+    );
+    docker_ok(&["rm", "-f", &c1, &c2]);
+    docker_ok(&["volume", "rm", &leaky, &busy]);
+    v1.disarm();
+    v2.disarm();
+}
+
+#[test]
+fn efs_volume_with_the_engines_options_goes_through_the_helper() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("helper.log");
+    let helper = scratch.path().join("record-mount");
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> '{}'; done\nfor last in \"$@\"; do :; done\n\
+         exec mount -t tmpfs -o size=1m berth-helper \"$last\"\n",
+        log.display()
+    );
+    std::fs::File::create(&helper)
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (_driver, drv, socket) = driver();
+    let _plugin = PluginProcess::spawn(&socket, scratch.path(), Some(&helper));
+
+    // The options berth-engine builds for an efsVolumeConfiguration.
+    let cfg = berth_model::EfsVolumeConfiguration {
+        file_system_id: "fs-0123abcd".into(),
+        root_directory: "/exports/app".into(),
+        transit_encryption: true,
+        access_point_id: Some("fsap-0123456789abcdef0".into()),
+        iam: true,
+    };
+    let opts: Vec<String> = berth_engine::spec::efs_driver_opts(&cfg)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let vol = unique_name("berth-vp-");
+    let v = create_volume(&drv, &vol, &opts);
+    let mp = scratch.path().join("volumes").join(&vol);
+    let c1 = unique_name("berth-vp-c1-");
+    let _g1 = run_container(&c1, &vol);
+    assert!(is_mounted(&mp));
+    let argv: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        argv,
+        vec![
+            "-t",
+            "efs",
+            "-o",
+            "tls,iam,accesspoint=fsap-0123456789abcdef0",
+            "fs-0123abcd:/exports/app",
+            mp.to_str().unwrap()
+        ]
+    );
+    docker_ok(&["rm", "-f", &c1]);
+    assert!(!is_mounted(&mp));
+    docker_ok(&["volume", "rm", &vol]);
+    v.disarm();
+}
+
+/// A tiny deterministic PRNG (xorshift64), enough to vary the storm.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// One client's view during the storm.
+#[derive(Default)]
+struct ClientModel {
+    /// Acknowledged counts per (volume, id).
+    acked: BTreeMap<(String, String), u64>,
+    /// The operation in flight when the plugin died: (volume, id, +1 or -1).
+    in_flight: Option<(String, String, i64)>,
+}
+
+async fn storm_client(
+    socket: PathBuf,
+    volumes: Vec<String>,
+    me: usize,
+    seed: u64,
+    mut model: ClientModel,
+) -> ClientModel {
+    let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let Ok(mut client) = Client::connect(&socket).await else {
+        return model;
+    };
+    loop {
+        let vol = volumes[rng.below(volumes.len() as u64) as usize].clone();
+        let id = format!("storm{me:02}x{}", rng.below(3));
+        let key = (vol.clone(), id.clone());
+        let held = model.acked.get(&key).copied().unwrap_or(0);
+        let up = held == 0 || rng.below(2) == 0;
+        model.in_flight = Some((vol.clone(), id.clone(), if up { 1 } else { -1 }));
+        let result = if up {
+            client.mount(&vol, &id).await.map(|_| ())
+        } else {
+            client.unmount(&vol, &id).await
+        };
+        match result {
+            Ok(()) => {
+                let n = model.acked.entry(key).or_insert(0);
+                if up {
+                    *n += 1;
+                } else {
+                    *n -= 1;
+                }
+                model.in_flight = None;
+            }
+            Err(berth_volume::Error::Remote(e)) => panic!("the plugin refused {key:?}: {e}"),
+            Err(_) => return model, // the plugin died: in_flight stays uncertain
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_storm_state_and_mounts_agree() {
+    let scratch = Scratch::new();
+    let socket = scratch.path().join("storm.sock");
+    let mut plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let root = scratch.path().join("volumes");
+    // Three volumes hold a base reference the whole time (they must never be unmounted); one
+    // ("churn") has only the storm's references, so it is really mounted and unmounted.
+    let held = ["held0", "held1", "held2"];
+    let all: Vec<String> = held
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["churn".to_owned()])
+        .collect();
+    {
+        let mut c = Client::connect(&socket).await.unwrap();
+        for v in &all {
+            c.create(v, &[("type", "tmpfs"), ("o", "size=1m")])
+                .await
+                .unwrap();
+        }
+        for v in held {
+            c.mount(v, "base").await.unwrap();
+        }
+    }
+    const CLIENTS: usize = 16;
+    let mut models: Vec<ClientModel> = (0..CLIENTS).map(|_| ClientModel::default()).collect();
+    let watch_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (root, stop) = (root.clone(), std::sync::Arc::clone(&watch_stop));
+        std::thread::spawn(move || {
+            let mut checks = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                for v in held {
+                    assert!(is_mounted(&root.join(v)), "{v} unmounted while referenced");
+                }
+                checks += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            checks
+        })
+    };
+    for round in 0..6u64 {
+        let tasks: Vec<_> = models
+            .drain(..)
+            .enumerate()
+            .map(|(i, m)| {
+                tokio::spawn(storm_client(
+                    socket.clone(),
+                    all.clone(),
+                    i,
+                    round * 100 + i as u64,
+                    m,
+                ))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(150 + 70 * round)).await;
+        plugin.kill9();
+        for t in tasks {
+            models.push(t.await.expect("client task"));
+        }
+        // Restart and compare, per (volume, id): the saved count is the acknowledged one, or that
+        // plus the in-flight change.
+        plugin.start();
+        let mut c = Client::connect(&socket).await.unwrap();
+        let mut actual: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for v in &all {
+            let st = c.get(v).await.unwrap().status.unwrap();
+            for (id, n) in st.mounts {
+                actual.insert((v.clone(), id), n);
+            }
+            if st.references > 0 {
+                assert!(
+                    st.mounted && is_mounted(&root.join(v)),
+                    "round {round}: {v} referenced but not mounted"
+                );
+            }
+        }
+        for v in held {
+            assert_eq!(actual.remove(&(v.to_owned(), "base".to_owned())), Some(1));
+        }
+        for m in &mut models {
+            for ((v, id), n) in m.acked.clone() {
+                let got = actual.remove(&(v.clone(), id.clone())).unwrap_or(0);
+                let mut allowed = vec![n];
+                if let Some((fv, fid, d)) = &m.in_flight
+                    && (fv, fid) == (&v, &id)
+                {
+                    allowed.push((n as i64 + d) as u64);
+                }
+                assert!(
+                    allowed.contains(&got),
+                    "round {round}: {v}/{id}: saved {got}, acknowledged {n}, in flight {:?}",
+                    m.in_flight
+                );
+                // Resolve the uncertainty for the next round: adopt what was saved.
+                m.acked.insert((v, id), got);
+            }
+            if let Some((fv, fid, _)) = m.in_flight.take()
+                && let Some(got) = actual.remove(&(fv.clone(), fid.clone()))
+            {
+                assert_eq!(
+                    got, 1,
+                    "round {round}: a fresh in-flight Mount saved as {got}"
+                );
+                m.acked.insert((fv, fid), got);
+            }
+        }
+        assert!(
+            actual.is_empty(),
+            "round {round}: references nobody made: {actual:?}"
+        );
+    }
+    watch_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let checks = watcher.join().expect("held volumes stayed mounted");
+    assert!(checks > 10);
+
+    // Release everything; every volume ends unmounted and removable.
+    let mut c = Client::connect(&socket).await.unwrap();
+    for v in &all {
+        for id in c.get(v).await.unwrap().status.unwrap().mounts.into_keys() {
+            c.release(v, &id, None).await.unwrap();
+        }
+        assert!(!is_mounted(&root.join(v)));
+        c.remove(v).await.unwrap();
+    }
+    assert!(mounts_under(scratch.path()).is_empty());
+    assert_eq!(plugin.terminate().code(), Some(0));
+}
