@@ -391,15 +391,8 @@ pub fn container_spec(
                 hard: u.hard_limit,
             })
             .collect(),
-        log_driver: def
-            .log_configuration
-            .as_ref()
-            .map(|l| l.log_driver.as_str().to_string()),
-        log_options: def
-            .log_configuration
-            .as_ref()
-            .map(|l| l.options.clone())
-            .unwrap_or_default(),
+        log_driver: def.log_driver().map(str::to_string),
+        log_options: def.log_options(),
         health,
         stop_timeout_secs: def.stop_timeout,
     }

@@ -91,6 +91,23 @@ pub struct ContainerDefinition {
     pub log_configuration: Option<LogConfiguration>,
 }
 
+impl ContainerDefinition {
+    /// The Docker log driver name, when the definition sets one.
+    pub fn log_driver(&self) -> Option<&'static str> {
+        self.log_configuration
+            .as_ref()
+            .map(|l| l.log_driver.as_str())
+    }
+
+    /// The log driver's options (empty when there is no log configuration).
+    pub fn log_options(&self) -> BTreeMap<String, String> {
+        self.log_configuration
+            .as_ref()
+            .map(|l| l.options.clone())
+            .unwrap_or_default()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvVar {
     pub name: String,

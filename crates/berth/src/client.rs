@@ -253,13 +253,7 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
             }
             if let Some(events) = events.as_mut() {
                 wait_stopped(events, &id, agent.output).await?;
-                let (_, t) = call(
-                    &agent.agent,
-                    Method::GET,
-                    &format!("/v1/tasks/{id}"),
-                    vec![],
-                )
-                .await?;
+                let t = get_task(&agent, &id).await?;
                 if agent.output == Output::Text {
                     print_task(&t);
                 }
@@ -291,16 +285,7 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ClientCommand::Inspect { task, agent } => {
-            let (status, v) = call(
-                &agent.agent,
-                Method::GET,
-                &format!("/v1/tasks/{task}"),
-                vec![],
-            )
-            .await?;
-            if !status.is_success() {
-                return Err(error_of(status, &v));
-            }
+            let v = get_task(&agent, &task).await?;
             match agent.output {
                 Output::Json => print_json(&v),
                 Output::Text => print_task(&v),
@@ -324,16 +309,7 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
         } => {
             use futures_util::StreamExt as _;
             use std::io::Write as _;
-            let (status, v) = call(
-                &agent.agent,
-                Method::GET,
-                &format!("/v1/tasks/{task}"),
-                vec![],
-            )
-            .await?;
-            if !status.is_success() {
-                return Err(error_of(status, &v));
-            }
+            let v = get_task(&agent, &task).await?;
             let c = v["containers"]
                 .as_array()
                 .and_then(|cs| cs.iter().find(|c| c["name"] == container.as_str()))
@@ -364,6 +340,21 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// One task as the agent shows it, or the agent's error.
+async fn get_task(agent: &AgentArgs, task: &str) -> anyhow::Result<Value> {
+    let (status, v) = call(
+        &agent.agent,
+        Method::GET,
+        &format!("/v1/tasks/{task}"),
+        vec![],
+    )
+    .await?;
+    if !status.is_success() {
+        return Err(error_of(status, &v));
+    }
+    Ok(v)
 }
 
 /// A request that changes something: print `done` on success, the agent's error otherwise.

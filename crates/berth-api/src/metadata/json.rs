@@ -338,15 +338,8 @@ pub fn container_response(
         networks,
         health,
         volumes,
-        log_driver: def
-            .log_configuration
-            .as_ref()
-            .map(|l| l.log_driver.as_str().to_string()),
-        log_options: def
-            .log_configuration
-            .as_ref()
-            .map(|l| l.options.clone())
-            .unwrap_or_default(),
+        log_driver: def.log_driver().map(str::to_string),
+        log_options: def.log_options(),
     }
 }
 
