@@ -6,6 +6,9 @@
 //! state; [`TaskState::step`] runs `decide` to a fixpoint, applying the bookkeeping actions itself and
 //! returning the Docker effects for the actor to perform.
 //!
+//! Containers are found by index: `dependsOn` and `volumesFrom` were resolved once, when the state
+//! was built ([`TaskState::wiring`]); nothing here looks a container up by name.
+//!
 //! Rules (ECS semantics, see the reference `task-engine-semantics.md`):
 //! - A dependency gates the dependent's create and start. A `START` dependency only needs the
 //!   dependency *created* before the dependent is created (pipelining), and *running* before it starts;
@@ -166,16 +169,14 @@ fn gates(state: &TaskState, i: usize, now: Millis, wake_at: &mut Option<Millis>)
         create: true,
         start: true,
     };
-    for dep in &state.def(i).depends_on {
-        let Some(d) = state.index_of(&dep.container_name) else {
-            // Validation rejects unknown names; a hand-built state that has one can never start.
-            g.never = Some(format!(
-                "dependency {} is not in the task",
-                dep.container_name
-            ));
-            return g;
-        };
-        let (status, deadline) = dependency(state, d, dep.condition, now);
+    let wiring = state.wiring(i);
+    if let Some(why) = &wiring.unresolved {
+        // Validation rejects unknown names; a hand-built state that has one can never start.
+        g.never = Some(why.clone());
+        return g;
+    }
+    for &(d, condition) in &wiring.depends_on {
+        let (status, deadline) = dependency(state, d, condition, now);
         if let Some(t) = deadline {
             *wake_at = Some(wake_at.map_or(t, |w: Millis| w.min(t)));
         }
@@ -188,7 +189,7 @@ fn gates(state: &TaskState, i: usize, now: Millis, wake_at: &mut Option<Millis>)
             Dep::Waiting => {
                 g.start = false;
                 let dc = &state.containers[d];
-                let pipelined = dep.condition == Condition::Start
+                let pipelined = condition == Condition::Start
                     && dc.known >= Status::Created
                     && dc.docker_id.is_some();
                 if !pipelined {
@@ -198,14 +199,7 @@ fn gates(state: &TaskState, i: usize, now: Millis, wake_at: &mut Option<Millis>)
         }
     }
     // volumesFrom needs the source container to exist before this one is created.
-    for vf in &state.def(i).volumes_from {
-        let Some(s) = state.index_of(&vf.source_container) else {
-            g.never = Some(format!(
-                "volumesFrom source {} is not in the task",
-                vf.source_container
-            ));
-            return g;
-        };
+    for &s in &wiring.volumes_from {
         let sc = &state.containers[s];
         if sc.docker_id.is_none() {
             if sc.known == Status::Stopped {
@@ -221,18 +215,11 @@ fn gates(state: &TaskState, i: usize, now: Millis, wake_at: &mut Option<Millis>)
 
 /// True when every container that depends on `i` (by `dependsOn` or `volumesFrom`) has stopped.
 fn dependents_stopped(state: &TaskState, i: usize) -> bool {
-    let name = &state.containers[i].name;
     state
-        .definition
-        .container_definitions
+        .wiring(i)
+        .dependents
         .iter()
-        .enumerate()
-        .filter(|(j, _)| *j != i)
-        .filter(|(_, d)| {
-            d.depends_on.iter().any(|dep| &dep.container_name == name)
-                || d.volumes_from.iter().any(|v| &v.source_container == name)
-        })
-        .all(|(j, _)| state.containers[j].known == Status::Stopped)
+        .all(|&j| state.containers[j].known == Status::Stopped)
 }
 
 /// Decide what to do now. Pure: the same arguments give the same answer.

@@ -4,10 +4,18 @@
 //! forward (a request to move backwards is ignored), and the task's desired status only moves forward.
 //! The task's known status is never stored: it is derived from the containers ([`TaskState::known`]).
 //! Times are Unix milliseconds (wall clock), so the state survives a restart and can be shown to people.
+//!
+//! References between containers (`dependsOn`, `volumesFrom`) are resolved to container indexes
+//! once, through the model's [`DependencyGraph`]: when a state is built ([`TaskState::new`]), or
+//! on first use after it was read back from the store ([`TaskState::wiring`]). The resolution is
+//! derived data, never saved, so the saved format is the one older berths wrote and read. It
+//! assumes the definition's containers and their references do not change after the state is
+//! built (nothing in berth changes them).
 
-use berth_model::{ContainerDefinition, TaskDefinition};
+use berth_model::{Condition, ContainerDefinition, DependencyGraph, TaskDefinition};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::OnceLock;
 
 /// Unix time in milliseconds.
 pub type Millis = i64;
@@ -166,6 +174,86 @@ impl ContainerState {
     }
 }
 
+/// How one container is wired to the others, by container index: derived from the definition
+/// through the model's [`DependencyGraph`] (a name resolves to the first container with that name).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Wiring {
+    /// What the container waits for (`dependsOn`), in `dependsOn` order, with the condition.
+    pub depends_on: Vec<(usize, Condition)>,
+    /// Whose volumes it mounts (`volumesFrom`), in `volumesFrom` order.
+    pub volumes_from: Vec<usize>,
+    // `links` (next issue): resolved here through the graph, the same way as `volumes_from`.
+    /// Who must stop before it stops: every other container that waits for it or mounts its
+    /// volumes, ascending, each once.
+    pub dependents: Vec<usize>,
+    /// Set when a reference names no container in the task (only a hand-built definition can have
+    /// one; validation rejects it): why the container can never run. The first unknown `dependsOn`
+    /// name is reported, else the first unknown `volumesFrom` source.
+    pub unresolved: Option<String>,
+}
+
+/// The wiring of every container of `definition`, in definition order.
+fn wire(definition: &TaskDefinition) -> Vec<Wiring> {
+    let graph = DependencyGraph::new(definition);
+    let known = |name: &str| graph.index_of(name).is_some();
+    definition
+        .container_definitions
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut dependents: Vec<usize> = graph
+                .dependents(i)
+                .iter()
+                .map(|&(j, _)| j)
+                .chain(graph.volume_users(i).iter().copied())
+                .filter(|&j| j != i)
+                .collect();
+            dependents.sort_unstable();
+            dependents.dedup();
+            let unresolved = c
+                .depends_on
+                .iter()
+                .find(|d| !known(&d.container_name))
+                .map(|d| format!("dependency {} is not in the task", d.container_name))
+                .or_else(|| {
+                    c.volumes_from
+                        .iter()
+                        .find(|v| !known(&v.source_container))
+                        .map(|v| {
+                            format!(
+                                "volumesFrom source {} is not in the task",
+                                v.source_container
+                            )
+                        })
+                });
+            Wiring {
+                depends_on: graph.dependencies(i).to_vec(),
+                volumes_from: graph.volumes_from(i).to_vec(),
+                dependents,
+                unresolved,
+            }
+        })
+        .collect()
+}
+
+/// The wiring of a task's containers, built at most once from the definition. Not saved (an empty
+/// cell after loading is filled on first use) and left out of comparisons: it is a function of the
+/// definition, which the comparison already covers.
+#[derive(Clone, Default)]
+struct WiringCell(OnceLock<Vec<Wiring>>);
+
+impl PartialEq for WiringCell {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for WiringCell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("WiringCell").field(&self.0.get()).finish()
+    }
+}
+
 /// The whole state of one task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -184,6 +272,9 @@ pub struct TaskState {
     /// When the first essential container stopped.
     pub execution_stopped_at: Option<Millis>,
     pub created_at: Millis,
+    /// One entry per container, in definition order: derived from `definition`, never saved.
+    #[serde(skip)]
+    wiring: WiringCell,
 }
 
 /// A fresh random task id: 128 random bits as 32 lowercase hex characters.
@@ -210,6 +301,7 @@ impl TaskState {
             .iter()
             .map(|c| ContainerState::new(&c.name, docker_name(&definition, c, &id)))
             .collect();
+        let wiring = WiringCell(OnceLock::from(wire(&definition)));
         TaskState {
             id,
             definition,
@@ -219,6 +311,7 @@ impl TaskState {
             stop_kind: None,
             execution_stopped_at: None,
             created_at: now,
+            wiring,
         }
     }
 
@@ -251,6 +344,12 @@ impl TaskState {
     /// The definition of container `i` (same index as `containers`).
     pub fn def(&self, i: usize) -> &ContainerDefinition {
         &self.definition.container_definitions[i]
+    }
+
+    /// How container `i` is wired to the others (same index as `containers`). Resolved when the
+    /// state was built, or on the first call after it was read back.
+    pub fn wiring(&self, i: usize) -> &Wiring {
+        &self.wiring.0.get_or_init(|| wire(&self.definition))[i]
     }
 
     /// True once the task is STOPPED and nothing is in flight: the actor may finish.
@@ -294,5 +393,80 @@ impl TaskState {
             .filter(|(i, c)| self.def(*i).essential && c.known == Status::Stopped)
             .min_by_key(|(_, c)| c.finished_at.unwrap_or(i64::MAX))
             .map(|(_, c)| c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::{Dependency, NetworkMode, VolumeFrom};
+
+    fn definition() -> TaskDefinition {
+        let db = ContainerDefinition::new("db", "img");
+        let mut app = ContainerDefinition::new("app", "img");
+        app.depends_on.push(Dependency {
+            container_name: "db".into(),
+            condition: Condition::Start,
+        });
+        app.volumes_from.push(VolumeFrom {
+            source_container: "db".into(),
+            read_only: true,
+        });
+        let mut sidecar = ContainerDefinition::new("sidecar", "img");
+        sidecar.volumes_from.push(VolumeFrom {
+            source_container: "app".into(),
+            read_only: false,
+        });
+        TaskDefinition {
+            family: "f".into(),
+            revision: 1,
+            container_definitions: vec![db, app, sidecar],
+            volumes: vec![],
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory: None,
+        }
+    }
+
+    #[test]
+    fn references_are_resolved_to_indexes_when_the_state_is_built() {
+        let s = TaskState::new("0123456789abcdef0123456789abcdef".into(), definition(), 0);
+        assert_eq!(
+            s.wiring(0).dependents,
+            vec![1],
+            "app waits for db and uses its volumes"
+        );
+        assert_eq!(s.wiring(1).depends_on, vec![(0, Condition::Start)]);
+        assert_eq!(s.wiring(1).volumes_from, vec![0]);
+        assert_eq!(s.wiring(1).dependents, vec![2]);
+        assert_eq!(s.wiring(2).volumes_from, vec![1]);
+        assert!(s.wiring(2).dependents.is_empty());
+        assert!((0..3).all(|i| s.wiring(i).unresolved.is_none()));
+    }
+
+    #[test]
+    fn the_wiring_is_not_saved_and_is_rebuilt_after_loading() {
+        let s = TaskState::new("0123456789abcdef0123456789abcdef".into(), definition(), 0);
+        let saved = serde_json::to_value(&s).expect("serialize");
+        let mut keys: Vec<&String> = saved.as_object().expect("an object").keys().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "containers",
+                "createdAt",
+                "definition",
+                "desired",
+                "executionStoppedAt",
+                "id",
+                "stopKind",
+                "stoppedReason"
+            ]
+        );
+        let loaded: TaskState = serde_json::from_value(saved).expect("deserialize");
+        assert_eq!(loaded, s);
+        for i in 0..3 {
+            assert_eq!(loaded.wiring(i), s.wiring(i));
+        }
     }
 }

@@ -1,9 +1,15 @@
-//! The container dependency graph of a task (`dependsOn` edges): cycle detection, a stable start
-//! order, and rendering as Graphviz DOT or as readable text.
+//! The container dependency graph of a task: `dependsOn` edges, cycle detection, a stable start
+//! order, and rendering as Graphviz DOT or as readable text; beside the edges, the `volumesFrom`
+//! references, resolved the same way, for the engine.
 //!
 //! Nodes are container indexes in definition order. An edge goes from a *dependent* to its
 //! *dependency* (the container it waits for), labelled with the [`Condition`]. Validation in
-//! [`crate::parse()`] uses [`DependencyGraph::find_cycle`], so there is one cycle detector.
+//! [`crate::parse()`] uses [`DependencyGraph::find_cycle`], so there is one cycle detector; it
+//! counts `volumesFrom` as `START` edges there. The graph's own cycle search, start order and
+//! drawings follow `dependsOn` edges only (`berth validate --graph` draws those); `volumesFrom`
+//! references are kept apart ([`DependencyGraph::volumes_from`], [`DependencyGraph::volume_users`])
+//! so the engine resolves every reference between containers here, once, by index. (`links`, when
+//! berth reads it, is resolved here the same way.)
 
 use crate::types::{Condition, ContainerDefinition, TaskDefinition};
 use std::cmp::Reverse;
@@ -19,30 +25,50 @@ pub struct DependencyGraph {
     dependencies: Vec<Vec<(usize, Condition)>>,
     /// `dependents[i]`: who waits for container `i`, in definition order.
     dependents: Vec<Vec<(usize, Condition)>>,
+    /// `volumes_from[i]`: whose volumes container `i` mounts, in `volumesFrom` order.
+    volumes_from: Vec<Vec<usize>>,
+    /// `volume_users[i]`: who mounts container `i`'s volumes, in definition order.
+    volume_users: Vec<Vec<usize>>,
 }
 
 impl DependencyGraph {
-    /// The graph of a task definition: one node per container, one edge per `dependsOn` entry.
-    /// Entries naming an unknown container are skipped (they cannot occur in a validated definition).
+    /// The graph of a task definition: one node per container, one edge per `dependsOn` entry, and
+    /// each `volumesFrom` entry resolved to its source. A name resolves to the first container
+    /// with that name; entries naming an unknown container are skipped (they cannot occur in a
+    /// validated definition).
     pub fn new(def: &TaskDefinition) -> Self {
         let names: Vec<String> = def
             .container_definitions
             .iter()
             .map(|c| c.name.clone())
             .collect();
+        let index_of = |name: &str| names.iter().position(|n| n == name);
         let mut edges = Vec::new();
+        let mut volumes_from = vec![Vec::new(); names.len()];
         for (i, container) in def.container_definitions.iter().enumerate() {
             for dep in &container.depends_on {
-                if let Some(j) = names.iter().position(|n| *n == dep.container_name) {
+                if let Some(j) = index_of(&dep.container_name) {
                     edges.push((i, j, dep.condition));
                 }
             }
+            for entry in &container.volumes_from {
+                if let Some(j) = index_of(&entry.source_container) {
+                    volumes_from[i].push(j);
+                }
+            }
         }
-        Self::from_edges(names, edges)
+        let mut graph = Self::from_edges(names, edges);
+        for (user, sources) in volumes_from.iter().enumerate() {
+            for &source in sources {
+                graph.volume_users[source].push(user);
+            }
+        }
+        graph.volumes_from = volumes_from;
+        graph
     }
 
     /// A graph from raw parts: node names, and edges `(dependent, dependency, condition)` as indexes
-    /// into `names`. Edges with an index out of range are skipped.
+    /// into `names`. Edges with an index out of range are skipped. No `volumesFrom` references.
     pub fn from_edges(names: Vec<String>, edges: Vec<(usize, usize, Condition)>) -> Self {
         let n = names.len();
         let mut dependencies = vec![Vec::new(); n];
@@ -60,6 +86,8 @@ impl DependencyGraph {
             names,
             dependencies,
             dependents,
+            volumes_from: vec![Vec::new(); n],
+            volume_users: vec![Vec::new(); n],
         }
     }
 
@@ -95,6 +123,16 @@ impl DependencyGraph {
     /// The containers that wait for container `i`, with their condition, in definition order.
     pub fn dependents(&self, i: usize) -> &[(usize, Condition)] {
         self.dependents.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// The containers whose volumes container `i` mounts (`volumesFrom`), in `volumesFrom` order.
+    pub fn volumes_from(&self, i: usize) -> &[usize] {
+        self.volumes_from.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// The containers that mount container `i`'s volumes (`volumesFrom`), in definition order.
+    pub fn volume_users(&self, i: usize) -> &[usize] {
+        self.volume_users.get(i).map_or(&[], Vec::as_slice)
     }
 
     /// A dependency cycle, if there is one, as the node list walked along the edges with the first
@@ -443,6 +481,51 @@ mod tests {
         assert_eq!(g.dependencies(42), &[]);
         assert_eq!(g.index_of("b"), Some(1));
         assert_eq!(g.name(7), "");
+    }
+
+    #[test]
+    fn new_resolves_depends_on_and_volumes_from_by_index() {
+        use crate::types::{Dependency, NetworkMode, VolumeFrom};
+        let mut a = ContainerDefinition::new("a", "img");
+        let b = ContainerDefinition::new("b", "img");
+        let mut c = ContainerDefinition::new("c", "img");
+        a.volumes_from.push(VolumeFrom {
+            source_container: "b".into(),
+            read_only: false,
+        });
+        c.depends_on.push(Dependency {
+            container_name: "a".into(),
+            condition: Success,
+        });
+        c.depends_on.push(Dependency {
+            container_name: "nobody".into(),
+            condition: Start,
+        });
+        for source in ["b", "a", "nobody"] {
+            c.volumes_from.push(VolumeFrom {
+                source_container: source.into(),
+                read_only: true,
+            });
+        }
+        let def = TaskDefinition {
+            family: "f".into(),
+            revision: 1,
+            container_definitions: vec![a, b, c],
+            volumes: vec![],
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory: None,
+        };
+        let g = DependencyGraph::new(&def);
+        assert_eq!(g.dependencies(2), &[(0, Success)]);
+        assert_eq!(g.dependencies(0), &[]);
+        assert_eq!(g.volumes_from(0), &[1]);
+        assert_eq!(g.volumes_from(2), &[1, 0]);
+        assert_eq!(g.volume_users(1), &[0, 2]);
+        assert_eq!(g.volume_users(0), &[2]);
+        assert_eq!(g.volumes_from(9), &[] as &[usize]);
+        // volumesFrom does not take part in the start order (it is drawn from dependsOn only).
+        assert_eq!(g.start_order(), Ok(vec![0, 1, 2]));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The validated task definition: plain data that the rest of berth consumes.
 //!
-//! Values of these types only come out of [`crate::parse()`], so every invariant checked by validation
-//! holds (names unique and well-formed, dependencies acyclic and pointing at known containers, mount
-//! points naming defined volumes, numbers in range). They serialize with ECS's camelCase names so the
+//! Values that come out of [`crate::parse()`] hold every invariant checked by validation (names
+//! unique and well-formed, dependencies acyclic and pointing at known containers, mount points
+//! naming defined volumes, numbers in range). The fields are public and
+//! [`ContainerDefinition::new`] exists for tests and tools that build definitions by hand: such
+//! values carry no promise until they have been through validation. They serialize with ECS's camelCase names so the
 //! store can keep them and the API can show them.
 
 use serde::{Deserialize, Serialize};
@@ -92,6 +94,37 @@ pub struct ContainerDefinition {
 }
 
 impl ContainerDefinition {
+    /// A container with only a name and an image; every other field has the value ECS gives it
+    /// when the definition leaves it out (`essential` true, everything else absent or empty).
+    pub fn new(name: impl Into<String>, image: impl Into<String>) -> Self {
+        ContainerDefinition {
+            name: name.into(),
+            image: image.into(),
+            essential: true,
+            command: None,
+            entry_point: None,
+            environment: Vec::new(),
+            working_directory: None,
+            user: None,
+            depends_on: Vec::new(),
+            health_check: None,
+            mount_points: Vec::new(),
+            volumes_from: Vec::new(),
+            port_mappings: Vec::new(),
+            cpu: None,
+            memory: None,
+            memory_reservation: None,
+            stop_timeout: None,
+            start_timeout: None,
+            docker_labels: BTreeMap::new(),
+            readonly_root_filesystem: false,
+            privileged: false,
+            hostname: None,
+            ulimits: Vec::new(),
+            log_configuration: None,
+        }
+    }
+
     /// The Docker log driver name, when the definition sets one.
     pub fn log_driver(&self) -> Option<&'static str> {
         self.log_configuration

@@ -5,35 +5,9 @@ use berth_engine::state::TaskState;
 use berth_model::{
     Condition, ContainerDefinition, Dependency, HealthCheck, NetworkMode, TaskDefinition,
 };
-use std::collections::BTreeMap;
 
 pub fn container(name: &str) -> ContainerDefinition {
-    ContainerDefinition {
-        name: name.to_string(),
-        image: "img".to_string(),
-        essential: true,
-        command: None,
-        entry_point: None,
-        environment: vec![],
-        working_directory: None,
-        user: None,
-        depends_on: vec![],
-        health_check: None,
-        mount_points: vec![],
-        volumes_from: vec![],
-        port_mappings: vec![],
-        cpu: None,
-        memory: None,
-        memory_reservation: None,
-        stop_timeout: None,
-        start_timeout: None,
-        docker_labels: BTreeMap::new(),
-        readonly_root_filesystem: false,
-        privileged: false,
-        hostname: None,
-        ulimits: vec![],
-        log_configuration: None,
-    }
+    ContainerDefinition::new(name, "img")
 }
 
 pub fn depends(mut c: ContainerDefinition, on: &str, condition: Condition) -> ContainerDefinition {

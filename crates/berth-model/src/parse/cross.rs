@@ -2,7 +2,10 @@
 //! references and conditions, dependency cycles (through [`DependencyGraph`]), mount points and
 //! `volumesFrom` naming what exists, host ports, and what the network mode allows.
 
-use super::{Checker, ContainerInfo, VolumeInfo, key_path, quote};
+use super::checker::{Checker, key_path};
+use super::container::ContainerInfo;
+use super::json::quote;
+use super::volume::VolumeInfo;
 use crate::graph::DependencyGraph;
 use crate::types::{Condition, ContainerDefinition, NetworkMode, Volume};
 use std::collections::HashMap;

@@ -206,6 +206,27 @@ pub(super) const EFS_AUTHORIZATION: Schema = Schema {
     quiet: &[],
 };
 
+/// Every object's schema, for the tests that need every field name berth knows.
+#[cfg(test)]
+pub(super) const SCHEMAS: &[&Schema] = &[
+    &WRAPPER,
+    &TASK,
+    &CONTAINER,
+    &ENV_VAR,
+    &DEPENDENCY,
+    &HEALTH_CHECK,
+    &MOUNT_POINT,
+    &VOLUME_FROM,
+    &PORT_MAPPING,
+    &ULIMIT,
+    &LOG_CONFIGURATION,
+    &VOLUME,
+    &HOST_VOLUME,
+    &DOCKER_VOLUME,
+    &EFS_VOLUME,
+    &EFS_AUTHORIZATION,
+];
+
 /// Ulimit names Docker accepts.
 pub(super) const ULIMIT_NAMES: &[&str] = &[
     "core",

@@ -1,7 +1,15 @@
 //! Unit tests for parsing and validation: one test (or more) per rule, asserting exact paths and
 //! messages.
 
+use super::checker::{key_path, parent_path};
+use super::rules::{CONTAINER, edit_distance, unknown_field_message};
 use super::*;
+use crate::types::{
+    Condition, Dependency, DockerVolumeConfiguration, EfsVolumeConfiguration, EnvVar, HealthCheck,
+    LogDriver, MountPoint, NetworkMode, PortMapping, Protocol, Ulimit, Volume, VolumeFrom,
+    VolumeKind, VolumeScope,
+};
+use std::collections::BTreeMap;
 
 /// The problems of an invalid definition, as `PATH: message` lines.
 fn problems(json: &str) -> Vec<String> {

@@ -1,82 +1,33 @@
-//! The parser never panics: arbitrary bytes, arbitrary JSON built from field names berth knows,
-//! and random mutations (field removed, value of another type, duplicated key, emptied, ...) of
-//! valid definitions. `parse_bytes` must return `Ok` or `Err` with at least one problem, and
+//! Fuzzing the validator: the parser never panics on arbitrary bytes, on arbitrary JSON built
+//! from the field names berth knows, and on random mutations (field removed, value of another
+//! type, duplicated key, emptied, ...) of valid definitions. `parse_bytes` must return `Ok` or `Err` with at least one problem, and
 //! give the same answer twice.
 
-use berth_model::parse_bytes;
+use super::parse_bytes;
+use super::rules::SCHEMAS;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-/// Known field names, so that random objects reach the validation code, not just "unknown field".
-const KEYS: &[&str] = &[
-    "taskDefinition",
-    "tags",
-    "family",
-    "revision",
-    "containerDefinitions",
-    "volumes",
-    "networkMode",
-    "cpu",
-    "memory",
-    "name",
-    "image",
-    "essential",
-    "command",
-    "entryPoint",
-    "environment",
-    "value",
-    "workingDirectory",
-    "user",
-    "dependsOn",
-    "containerName",
-    "condition",
-    "healthCheck",
-    "interval",
-    "timeout",
-    "retries",
-    "startPeriod",
-    "mountPoints",
-    "sourceVolume",
-    "containerPath",
-    "readOnly",
-    "volumesFrom",
-    "sourceContainer",
-    "portMappings",
-    "containerPort",
-    "hostPort",
-    "protocol",
-    "memoryReservation",
-    "stopTimeout",
-    "startTimeout",
-    "dockerLabels",
-    "readonlyRootFilesystem",
-    "privileged",
-    "hostname",
-    "ulimits",
-    "softLimit",
-    "hardLimit",
-    "logConfiguration",
-    "logDriver",
-    "options",
-    "host",
-    "sourcePath",
-    "dockerVolumeConfiguration",
-    "scope",
-    "autoprovision",
-    "driver",
-    "driverOpts",
-    "labels",
-    "efsVolumeConfiguration",
-    "fileSystemId",
-    "rootDirectory",
-    "transitEncryption",
-    "authorizationConfig",
-    "accessPointId",
-    "iam",
-    "secrets",
-    "fsxWindowsFileServerVolumeConfiguration",
-    "taskRoleArn",
-];
+/// The field names berth reads, refuses or passes over quietly, from the validator's own tables,
+/// plus one it ignores with a warning: random objects then reach the validation code, not just
+/// "unknown field".
+fn keys() -> Vec<&'static str> {
+    let mut keys: Vec<&'static str> = Vec::new();
+    for schema in SCHEMAS {
+        for &key in schema
+            .known
+            .iter()
+            .chain(schema.unsupported)
+            .chain(schema.quiet)
+        {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    keys.push("taskRoleArn");
+    keys
+}
 
 /// Values that mean something somewhere.
 const WORDS: &[&str] = &[
@@ -243,7 +194,7 @@ fn leaf() -> impl Strategy<Value = J> {
 
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => prop::sample::select(KEYS).prop_map(str::to_owned),
+        4 => prop::sample::select(keys()).prop_map(str::to_owned),
         1 => "[a-zA-Z.\\[\\]\"]{0,8}",
     ]
 }
@@ -316,7 +267,7 @@ fn apply(doc: &mut J, path: &[usize], m: &Mutation) {
     }
 }
 
-const WEB_APP: &str = include_str!("../../../examples/web-app.json");
+const WEB_APP: &str = include_str!("../../../../examples/web-app.json");
 
 /// A valid definition using nearly every field, so mutations reach every rule.
 const KITCHEN_SINK: &str = r#"{

@@ -1,0 +1,231 @@
+//! The document and task levels: the bare definition or the `describe-task-definition` wrapper,
+//! and the task's own fields (`family`, `revision`, `networkMode`, task `cpu`/`memory`), handing
+//! each container and volume to its walker (`container`, `volume`) and then running the
+//! cross-field checks (`cross`) on what they collected.
+//!
+//! Invariants: a task always comes out (fields that could not be read keep the empty values of
+//! `empty_task`), so the caller decides validity from the problems alone; when `networkMode` is
+//! invalid the checks that depend on it are skipped rather than guessed. Limits: task `cpu` and
+//! `memory` are checked for form only ("256", "0.5 vCPU", "1 GB") and kept as written.
+
+use super::checker::{Checker, key_path};
+use super::container::ContainerInfo;
+use super::json::{Json, describe, has_field, quote};
+use super::rules::{Bounds, MISSING, NAME_RULE, REVISION, TASK, WRAPPER, valid_name};
+use super::volume::VolumeInfo;
+use crate::types::{ContainerDefinition, NetworkMode, TaskDefinition, Volume};
+
+impl Checker {
+    /// The whole document: a task definition, bare or in the `{"taskDefinition": ...}` wrapper.
+    pub(super) fn document(&mut self, doc: &Json) -> TaskDefinition {
+        let Json::Object(top) = doc else {
+            self.error(
+                "",
+                format!(
+                    "expected a task definition (a JSON object), found {}",
+                    describe(doc)
+                ),
+            );
+            return empty_task();
+        };
+        let Some((_, inner)) = top.iter().find(|(k, _)| k == "taskDefinition") else {
+            return self.task("", top);
+        };
+        // The describe-task-definition wrapper: {"taskDefinition": {...}, "tags": [...]}.
+        self.fields("", top, &WRAPPER);
+        match inner {
+            Json::Object(fields) => self.task("taskDefinition", fields),
+            other => {
+                self.type_error("taskDefinition", "a task definition object", other);
+                empty_task()
+            }
+        }
+    }
+
+    fn task(&mut self, path: &str, object: &[(String, Json)]) -> TaskDefinition {
+        let mut def = empty_task();
+        let mut family_seen = false;
+        let mut containers: Option<Vec<(ContainerDefinition, ContainerInfo)>> = None;
+        let mut volumes: Option<Vec<(Volume, VolumeInfo)>> = Some(Vec::new());
+        // None when networkMode is invalid: the checks that depend on it are skipped.
+        let mut network = Some(NetworkMode::Bridge);
+        for f in self.fields(path, object, &TASK) {
+            let p = f.path.as_str();
+            match f.key {
+                "family" => {
+                    family_seen = true;
+                    if let Some(s) = self.string(p, f.value) {
+                        if !valid_name(s) {
+                            self.error(
+                                p,
+                                format!("{} is not a valid family name; {NAME_RULE}", quote(s)),
+                            );
+                        }
+                        def.family = s.to_owned();
+                    }
+                }
+                "revision" => {
+                    if let Some(n) = self.bounded_u32(p, f.value, REVISION) {
+                        def.revision = n;
+                    }
+                }
+                "containerDefinitions" => {
+                    containers = self.array(p, f.value).map(|items| {
+                        if items.is_empty() {
+                            self.error(p, "must list at least one container");
+                        }
+                        items
+                            .iter()
+                            .map(|(item, ip)| self.container(ip, item))
+                            .collect()
+                    });
+                }
+                "volumes" => {
+                    volumes = self.array(p, f.value).map(|items| {
+                        items
+                            .iter()
+                            .map(|(item, ip)| self.volume(ip, item))
+                            .collect()
+                    });
+                }
+                "networkMode" => {
+                    network = self.string(p, f.value).and_then(|s| match s {
+                        "bridge" => Some(NetworkMode::Bridge),
+                        "host" => Some(NetworkMode::Host),
+                        "none" => Some(NetworkMode::None),
+                        "awsvpc" => {
+                            self.error(
+                                p,
+                                "awsvpc network mode is not supported by berth; use bridge, host or none",
+                            );
+                            None
+                        }
+                        other => {
+                            self.error(
+                                p,
+                                format!(
+                                    "unknown network mode {}; use bridge, host or none",
+                                    quote(other)
+                                ),
+                            );
+                            None
+                        }
+                    });
+                    if let Some(mode) = network {
+                        def.network_mode = mode;
+                    }
+                }
+                "cpu" => def.cpu = self.task_amount(p, f.value, Amount::Cpu),
+                "memory" => def.memory = self.task_amount(p, f.value, Amount::Memory),
+                _ => {} // `fields` only returns keys listed in TASK.known.
+            }
+        }
+        if !family_seen {
+            self.error(key_path(path, "family"), MISSING);
+        }
+        let containers_path = key_path(path, "containerDefinitions");
+        if !has_field(object, "containerDefinitions") {
+            self.error(&containers_path, MISSING);
+        }
+        if let Some(list) = &containers {
+            self.cross_checks(&containers_path, list, volumes.as_deref(), network);
+        }
+        if let Some(list) = volumes {
+            self.duplicate_volumes(&list);
+            def.volumes = list.into_iter().map(|(v, _)| v).collect();
+        }
+        def.container_definitions = containers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect();
+        def
+    }
+
+    /// Task-level `cpu` / `memory`: a number or a string as ECS writes them; kept as a string.
+    fn task_amount(&mut self, path: &str, v: &Json, amount: Amount) -> Option<String> {
+        match v {
+            Json::Number(_) => self
+                .bounded(path, v, Bounds::new(0, u64::MAX, ""))
+                .map(|n| n.to_string()),
+            Json::String(s) => {
+                let text = s.trim();
+                if text.starts_with('-') {
+                    self.error(path, format!("must not be negative, found {}", quote(s)));
+                    return None;
+                }
+                let lower = text.to_ascii_lowercase();
+                let ok = match amount {
+                    Amount::Cpu => {
+                        is_integer(text)
+                            || lower
+                                .strip_suffix("vcpu")
+                                .is_some_and(|n| is_decimal(n.trim_end()))
+                    }
+                    Amount::Memory => {
+                        is_integer(text)
+                            || lower
+                                .strip_suffix("gb")
+                                .is_some_and(|n| is_decimal(n.trim_end()))
+                    }
+                };
+                if !ok {
+                    let hint = match amount {
+                        Amount::Cpu => {
+                            "write CPU units such as \"256\" or vCPUs such as \"0.5 vCPU\""
+                        }
+                        Amount::Memory => "write MiB such as \"512\" or GB such as \"1 GB\"",
+                    };
+                    self.error(
+                        path,
+                        format!("{} is not a {} amount; {hint}", quote(s), amount.as_str()),
+                    );
+                    return None;
+                }
+                Some(s.clone())
+            }
+            other => {
+                self.type_error(path, "a string or a number", other);
+                None
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Amount {
+    Cpu,
+    Memory,
+}
+
+impl Amount {
+    fn as_str(self) -> &'static str {
+        match self {
+            Amount::Cpu => "CPU",
+            Amount::Memory => "memory",
+        }
+    }
+}
+
+fn is_integer(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn is_decimal(s: &str) -> bool {
+    match s.split_once('.') {
+        Some((whole, fraction)) => is_integer(whole) && is_integer(fraction),
+        None => is_integer(s),
+    }
+}
+
+fn empty_task() -> TaskDefinition {
+    TaskDefinition {
+        family: String::new(),
+        revision: 0,
+        container_definitions: Vec::new(),
+        volumes: Vec::new(),
+        network_mode: NetworkMode::Bridge,
+        cpu: None,
+        memory: None,
+    }
+}
