@@ -69,11 +69,9 @@ pub enum Error {
         path: PathBuf,
         reason: String,
     },
-    #[error(
-        "unmounting volume {name} at {}: {reason}; the reference is kept (release it with \
-         `berth volume-plugin release` once the mount is no longer busy)",
-        path.display()
-    )]
+    /// `reason` ends with what became of the reference or the volume (the caller adds it: an
+    /// Unmount keeps the reference, a Remove keeps the volume), so the text says it once.
+    #[error("unmounting volume {name} at {}: {reason}", path.display())]
     Unmount {
         name: String,
         path: PathBuf,
