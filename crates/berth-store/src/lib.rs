@@ -136,7 +136,7 @@ impl PulledImages {
         };
         // Serializing a map of strings cannot fail.
         let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
-        write_atomic(&self.path, &bytes)
+        replace_file(&self.path, &bytes)
     }
 }
 
@@ -153,7 +153,7 @@ impl PullRecord for PulledImages {
 
 /// Replace `path` with `bytes` so that a crash leaves either the old or the new content (creating
 /// its directory first): [`berth_fs::write_atomic`].
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
