@@ -716,23 +716,25 @@ mod tests {
         }
     }
 
-    fn registry(root: &Path) -> Registry {
-        Registry::new(
+    /// A registry over a busy mounter with tmpfs volume `v` mounted for ID `a`, and its path.
+    async fn mounted_volume(root: &Path) -> (Registry, PathBuf) {
+        let r = Registry::new(
             Default::default(),
             root,
             Arc::new(BusyMounter::default()),
             Arc::new(NoSave),
         )
-        .unwrap()
+        .unwrap();
+        let opts = BTreeMap::from([("type".to_owned(), "tmpfs".to_owned())]);
+        r.create("v", opts).await.unwrap();
+        let path = r.mount("v", "a").await.unwrap();
+        (r, path)
     }
 
     #[tokio::test]
     async fn a_busy_unmount_says_once_that_the_reference_is_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let r = registry(dir.path());
-        let opts = BTreeMap::from([("type".to_owned(), "tmpfs".to_owned())]);
-        r.create("v", opts).await.unwrap();
-        let path = r.mount("v", "a").await.unwrap();
+        let (r, path) = mounted_volume(dir.path()).await;
         let e = r.unmount("v", "a").await.unwrap_err().to_string();
         assert_eq!(
             e,
@@ -750,10 +752,7 @@ mod tests {
     #[tokio::test]
     async fn a_busy_unmount_on_remove_says_the_volume_is_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let r = registry(dir.path());
-        let opts = BTreeMap::from([("type".to_owned(), "tmpfs".to_owned())]);
-        r.create("v", opts).await.unwrap();
-        let path = r.mount("v", "a").await.unwrap();
+        let (r, path) = mounted_volume(dir.path()).await;
         // Take the reference away without unmounting (the mounter refuses), as a crash would.
         r.with_data(|d| {
             if let Some(v) = d.get_mut("v") {
