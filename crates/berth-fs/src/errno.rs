@@ -14,6 +14,10 @@ pub struct Errno(pub i32);
 impl Errno {
     /// `EBUSY`: the mount is in use (an open file, a working directory, a submount).
     pub const BUSY: Errno = Errno(16);
+    /// `EINVAL`: for an unmount, nothing is mounted there.
+    pub const INVAL: Errno = Errno(22);
+    /// `ENOENT`: no such file or directory.
+    pub const NOENT: Errno = Errno(2);
 
     /// The errno of a `rustix` error.
     pub fn from_rustix(e: rustix::io::Errno) -> Errno {
@@ -109,6 +113,8 @@ mod tests {
             assert_eq!(Errno::from(e).to_string(), name);
         }
         assert_eq!(Errno(4095).to_string(), "errno 4095");
+        assert_eq!(Errno::from(rustix::io::Errno::INVAL), Errno::INVAL);
+        assert_eq!(Errno::from(rustix::io::Errno::NOENT), Errno::NOENT);
         assert_eq!(Errno::BUSY.message(), "Device or resource busy");
     }
 }

@@ -1,9 +1,15 @@
-//! berth-fs: the only code in berth that unmounts or deletes directory trees, and the mount
-//! knowledge it needs.
+//! berth-fs: the only code in berth that makes mount syscalls, replaces or renames crash-safe
+//! files, unmounts or deletes directory trees, and the mount knowledge it needs.
 //!
 //! Rule (from the cleanup seed and `shared/reference/safe-cleanup.md`): never delete data behind a
 //! mount.
 //!
+//! - [`mount`]: one mount system call at a time — mount a filesystem, bind and recursive bind,
+//!   remount, unmount — with typed errors ([`MountError`]) carrying the operation, the path and
+//!   the errno.
+//! - [`atomic`]: [`write_atomic`] (temporary file in the same directory, write, fsync, rename,
+//!   fsync of the directory) and a durable [`rename`](atomic::rename): how every file that must
+//!   survive a crash is written.
 //! - [`mountinfo`]: parsing `/proc/self/mountinfo`.
 //! - [`detect`]: is this entry a mount point (`statx` mount root / mount id, `openat2`
 //!   `RESOLVE_NO_XDEV`, `st_dev`, mountinfo)?
@@ -11,18 +17,25 @@
 //!   each failure with its errno.
 //! - [`remove_tree`]: unmount first; if anything stays mounted, delete nothing; otherwise delete with
 //!   descriptor-relative calls that never follow a symlink and stop at any mount met on the way.
+//! - [`rmdir::remove_empty_dir`]: delete one empty directory (a mount point after its unmount).
+//!
+//! Limits: Linux only; the calls block (async callers run them on a blocking pool).
 
 use std::path::{Path, PathBuf};
 
+pub mod atomic;
 pub mod detect;
 pub mod errno;
+pub mod mount;
 pub mod mountinfo;
 mod remove;
 pub mod rmdir;
 mod unmount;
 
+pub use atomic::{AtomicError, write_atomic};
 pub use detect::{Detection, Methods, is_mount_point};
 pub use errno::Errno;
+pub use mount::{MountError, MountOp};
 pub use remove::{
     Counts, KeepReason, Kept, NoHooks, Op, Plan, TreeRemoval, WalkHooks, plan_removal, remove_tree,
     remove_tree_with,

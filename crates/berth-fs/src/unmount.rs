@@ -8,12 +8,12 @@
 //! therefore fails (and so refuses the deletion) instead of unmounting something elsewhere.
 
 use crate::errno::Errno;
+use crate::mount::UnmountFlags;
 use crate::mountinfo;
 use crate::{FsError, shown};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno as E;
-use rustix::mount::UnmountFlags;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -176,7 +176,7 @@ fn unmount_one(mount_point: &Path) -> Result<(), Errno> {
         rustix::fd::AsRawFd::as_raw_fd(&parent_fd)
     ))
     .join(name);
-    rustix::mount::unmount(&via, UnmountFlags::NOFOLLOW).map_err(Errno::from)
+    crate::mount::unmount(&via, UnmountFlags::NOFOLLOW).map_err(|e| e.errno)
 }
 
 /// Open an absolute, canonical directory path one component at a time without following any

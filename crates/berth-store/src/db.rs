@@ -156,9 +156,9 @@ impl Store {
         txn.commit().map_err(|e| self.err(e))?;
         let legacy_file = data_dir.join(PULLED_IMAGES_FILE);
         if legacy_file.exists() {
-            let _ = std::fs::rename(
+            let _ = berth_fs::atomic::rename(
                 &legacy_file,
-                data_dir.join(format!("{PULLED_IMAGES_FILE}.imported")),
+                &data_dir.join(format!("{PULLED_IMAGES_FILE}.imported")),
             );
         }
         if found != 0 {

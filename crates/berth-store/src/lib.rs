@@ -1,11 +1,16 @@
-//! berth-store: the only crate that knows how berth's state is kept on disk.
+//! berth-store: the agent's persistent state — the only crate that knows the database. (The
+//! volume plugin is its own process and keeps its own state file, in berth-volume.)
 //!
 //! - [`db::Store`]: the agent's embedded database (`DATA_DIR/berth.redb`): tasks and the images
 //!   berth pulled.
 //! - [`PulledImages`]: the record of pulled images for `berth run` without an agent, a small JSON
-//!   file (`pulled-images.json`) rewritten atomically on every change (temporary file in the same
-//!   directory, fsync, rename, fsync of the directory), with a version field. The database imports
-//!   it when it is first opened in the same data directory.
+//!   file (`pulled-images.json`) with a version field, replaced on every change through
+//!   [`berth_fs::write_atomic`] (temporary file in the same directory, fsync, rename, fsync of the
+//!   directory). The database imports it when it is first opened in the same data directory and
+//!   renames it to `pulled-images.json.imported` (through [`berth_fs::atomic::rename`]).
+//!
+//! File system calls that make a file crash-safe (the temporary file, the rename, the fsyncs) are
+//! berth-fs's; this crate decides what is written and when.
 
 pub mod db;
 
@@ -14,7 +19,6 @@ pub use db::{Cleanup, Store, TaskRecord};
 use berth_engine::PullRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -132,10 +136,7 @@ impl PulledImages {
         };
         // Serializing a map of strings cannot fail.
         let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
-        write_atomic(&self.path, &bytes).map_err(|source| StoreError::Write {
-            path: self.path.clone(),
-            source,
-        })
+        replace_file(&self.path, &bytes)
     }
 }
 
@@ -150,23 +151,20 @@ impl PullRecord for PulledImages {
     }
 }
 
-/// Replace `path` with `bytes` so that a crash leaves either the old or the new content: write a
-/// temporary file in the same directory, fsync it, rename it over `path`, fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "state".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+/// Replace `path` with `bytes` so that a crash leaves either the old or the new content (creating
+/// its directory first): [`berth_fs::write_atomic`].
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let write = |source| StoreError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(write)?;
+    // The message names the file already; the step adds nothing a reader can act on.
+    berth_fs::write_atomic(path, bytes).map_err(|e| write(e.source))
 }
 
 #[cfg(test)]

@@ -8,10 +8,12 @@
 //! - [`options`]: `-o type=… device=… o=…` validated into a [`options::Backend`].
 //! - [`state`]: the durable state file: berth's versioned format, and the three generations of the
 //!   ECS plugin's `ecs_volume_plugin.json`.
-//! - [`persist`]: atomic replace + fsync + directory fsync, and the group committer that makes one
-//!   fsync serve every change made while the previous one ran.
-//! - [`mounter`]: tmpfs and bind mounts by system call, every other type through the mount helper
-//!   program (argv, never a shell); lazy unmount for network filesystems.
+//! - [`persist`]: saving the state file (through [`berth_fs::write_atomic`]: atomic replace, fsync,
+//!   directory fsync), and the group committer that makes one fsync serve every change made while
+//!   the previous one ran.
+//! - [`mounter`]: tmpfs and bind mounts by system call (made by [`berth_fs::mount`]; this crate
+//!   makes no mount syscall of its own), every other type through the mount helper program (argv,
+//!   never a shell); lazy unmount for network filesystems.
 //! - [`registry`]: the reference-counting core: per-volume serialization, rollback rules.
 //! - [`recovery`]: reconciling the loaded state with `/proc/self/mountinfo` at start.
 //! - [`server`]: the HTTP server on the Unix socket, the instance lock, the stale socket.
@@ -67,11 +69,9 @@ pub enum Error {
         path: PathBuf,
         reason: String,
     },
-    #[error(
-        "unmounting volume {name} at {}: {reason}; the reference is kept (release it with \
-         `berth volume-plugin release` once the mount is no longer busy)",
-        path.display()
-    )]
+    /// `reason` ends with what became of the reference or the volume (the caller adds it: an
+    /// Unmount keeps the reference, a Remove keeps the volume), so the text says it once.
+    #[error("unmounting volume {name} at {}: {reason}", path.display())]
     Unmount {
         name: String,
         path: PathBuf,

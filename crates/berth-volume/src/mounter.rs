@@ -1,4 +1,5 @@
-//! Performing mounts. [`SystemMounter`] mounts tmpfs and bind volumes with `mount(2)` (rustix) and
+//! Performing mounts. [`SystemMounter`] mounts tmpfs and bind volumes with `mount(2)` (through
+//! [`berth_fs::mount`], which makes the system calls) and
 //! every other type by running the mount helper program as
 //! `HELPER -t TYPE [-o OPTS] DEVICE TARGET` — an argv, never a shell — with a timeout after which
 //! the helper is killed. Unmounts use `umount2(2)` with `UMOUNT_NOFOLLOW`, plus `MNT_DETACH`
@@ -12,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rustix::mount::{MountFlags, UnmountFlags};
+use berth_fs::Errno;
+use berth_fs::mount::{MountError, MountFlags, UnmountFlags};
 
 use crate::options::Backend;
 
@@ -118,11 +120,13 @@ impl SystemMounter {
     }
 }
 
-fn errno_text(e: rustix::io::Errno) -> String {
-    let errno = berth_fs::Errno::from_rustix(e);
-    match errno.name() {
-        Some(name) => format!("{e} ({name})"),
-        None => e.to_string(),
+/// The errno of a failed mount call as this module's messages show it:
+/// `Operation not permitted (os error 1) (EPERM)`.
+fn errno_text(e: &MountError) -> String {
+    let text = std::io::Error::from_raw_os_error(e.errno.0).to_string();
+    match e.errno.name() {
+        Some(name) => format!("{text} ({name})"),
+        None => text,
     }
 }
 
@@ -152,14 +156,14 @@ impl Mounter for SystemMounter {
             Backend::Tmpfs { flags, data } => {
                 let data = CString::new(data.as_str())
                     .map_err(|_| "tmpfs options contain a NUL byte".to_owned())?;
-                rustix::mount::mount(
+                berth_fs::mount::mount(
                     "tmpfs",
                     target,
                     "tmpfs",
                     tmpfs_flags(flags),
                     data.as_c_str(),
                 )
-                .map_err(|e| format!("mount tmpfs: {}", errno_text(e)))
+                .map_err(|e| format!("mount tmpfs: {}", errno_text(&e)))
             }
             Backend::Bind {
                 source,
@@ -175,20 +179,20 @@ impl Mounter for SystemMounter {
                     ));
                 }
                 let bound = if *recursive {
-                    rustix::mount::mount_bind_recursive(source, target)
+                    berth_fs::mount::bind_recursive(source, target)
                 } else {
-                    rustix::mount::mount_bind(source, target)
+                    berth_fs::mount::bind(source, target)
                 };
                 bound.map_err(|e| {
-                    format!("bind mount of {}: {}", source.display(), errno_text(e))
+                    format!("bind mount of {}: {}", source.display(), errno_text(&e))
                 })?;
                 if *read_only {
                     let flags = MountFlags::BIND | MountFlags::RDONLY;
-                    if let Err(e) = rustix::mount::mount_remount(target, flags, "") {
-                        let _ = rustix::mount::unmount(target, UnmountFlags::NOFOLLOW);
+                    if let Err(e) = berth_fs::mount::remount(target, flags, c"") {
+                        let _ = berth_fs::mount::unmount(target, UnmountFlags::NOFOLLOW);
                         return Err(format!(
                             "making the bind mount read-only: {}",
-                            errno_text(e)
+                            errno_text(&e)
                         ));
                     }
                 }
@@ -207,9 +211,11 @@ impl Mounter for SystemMounter {
         if backend.is_network() {
             flags |= UnmountFlags::DETACH;
         }
-        match rustix::mount::unmount(target, flags) {
-            Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => Ok(()),
-            Err(e) => Err(format!("umount: {}", errno_text(e))),
+        match berth_fs::mount::unmount(target, flags) {
+            Ok(()) => Ok(()),
+            // Not mounted, or gone: what the caller wanted.
+            Err(e) if e.errno == Errno::INVAL || e.errno == Errno::NOENT => Ok(()),
+            Err(e) => Err(format!("umount: {}", errno_text(&e))),
         }
     }
 

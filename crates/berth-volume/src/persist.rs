@@ -1,8 +1,9 @@
 //! Making the state durable before an answer is sent, with group commit.
 //!
-//! [`FileStore::save`] writes the whole state to a temporary file in the state file's directory,
-//! fsyncs it, renames it over the state file and fsyncs the directory: after a crash the file is
-//! either the old or the new state, never a mix.
+//! [`FileStore::save`] replaces the state file with the whole state through
+//! [`berth_fs::write_atomic`] (a temporary file in the state file's directory, fsync, rename over
+//! the state file, fsync of the directory): after a crash the file is either the old or the new
+//! state, never a mix.
 //!
 //! [`Committer`] runs the saves on one thread. A change is applied in memory first, then its
 //! handler asks the committer for durability and waits. The committer takes every request that
@@ -11,12 +12,11 @@
 //! that save's result. With 16 concurrent clients one fsync serves up to 16 changes; a single client
 //! pays one save per change.
 
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use berth_fs::atomic::Step;
 use tokio::sync::{mpsc, oneshot};
 
 /// A failed save. `Clone`: one save's result answers every change of its group.
@@ -50,24 +50,13 @@ pub trait Persister: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct FileStore {
     path: PathBuf,
-    dir: PathBuf,
-    tmp: PathBuf,
 }
 
 impl FileStore {
     /// A store for the state file at `path` (its directory must exist).
     pub fn new(path: &Path) -> FileStore {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(path.file_name().unwrap_or_default());
-        tmp_name.push(".tmp");
         FileStore {
             path: path.to_path_buf(),
-            tmp: dir.join(tmp_name),
-            dir,
         }
     }
 
@@ -79,20 +68,16 @@ impl FileStore {
 
 impl Persister for FileStore {
     fn save(&self, bytes: &[u8]) -> Result<(), SaveError> {
-        // One writer (the committer thread, under the instance lock): a fixed temp name is safe.
-        let mut file = File::create(&self.tmp)
-            .map_err(|e| SaveError::io("creating temporary state file", &self.tmp, &e))?;
-        file.write_all(bytes)
-            .map_err(|e| SaveError::io("writing temporary state file", &self.tmp, &e))?;
-        file.sync_all()
-            .map_err(|e| SaveError::io("fsync of temporary state file", &self.tmp, &e))?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path)
-            .map_err(|e| SaveError::io("renaming temporary state file over", &self.path, &e))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| SaveError::io("fsync of state directory", &self.dir, &e))?;
-        Ok(())
+        berth_fs::write_atomic(&self.path, bytes).map_err(|e| {
+            let op = match e.step {
+                Step::CreateTemp => "creating temporary state file for",
+                Step::WriteTemp => "writing temporary state file for",
+                Step::SyncTemp => "fsync of temporary state file for",
+                Step::Rename => "renaming temporary state file over",
+                Step::SyncDir => "fsync of the state directory of",
+            };
+            SaveError::io(op, &e.path, &e.source)
+        })
     }
 }
 

@@ -678,3 +678,94 @@ fn format_opts(opts: &BTreeMap<String, String>) -> String {
         parts.join(" ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    const BUSY: &str = "umount: Device or resource busy (os error 16) (EBUSY)";
+
+    /// Mounts succeed; unmounts fail as a busy mount does.
+    #[derive(Default)]
+    struct BusyMounter {
+        mounted: Mutex<BTreeSet<PathBuf>>,
+    }
+
+    impl Mounter for BusyMounter {
+        fn mount(&self, _: &Backend, target: &Path) -> std::result::Result<(), String> {
+            locked(&self.mounted).insert(target.to_path_buf());
+            Ok(())
+        }
+        fn unmount(&self, _: &Backend, _: &Path) -> std::result::Result<(), String> {
+            Err(BUSY.to_owned())
+        }
+        fn mount_points(&self) -> std::result::Result<Vec<PathBuf>, String> {
+            Ok(locked(&self.mounted).iter().cloned().collect())
+        }
+        fn check_available(&self, _: &Backend) -> std::result::Result<(), String> {
+            Ok(())
+        }
+    }
+
+    struct NoSave;
+
+    impl Persister for NoSave {
+        fn save(&self, _: &[u8]) -> std::result::Result<(), SaveError> {
+            Ok(())
+        }
+    }
+
+    /// A registry over a busy mounter with tmpfs volume `v` mounted for ID `a`, and its path.
+    async fn mounted_volume(root: &Path) -> (Registry, PathBuf) {
+        let r = Registry::new(
+            Default::default(),
+            root,
+            Arc::new(BusyMounter::default()),
+            Arc::new(NoSave),
+        )
+        .unwrap();
+        let opts = BTreeMap::from([("type".to_owned(), "tmpfs".to_owned())]);
+        r.create("v", opts).await.unwrap();
+        let path = r.mount("v", "a").await.unwrap();
+        (r, path)
+    }
+
+    #[tokio::test]
+    async fn a_busy_unmount_says_once_that_the_reference_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, path) = mounted_volume(dir.path()).await;
+        let e = r.unmount("v", "a").await.unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "unmounting volume v at {}: {BUSY}; the reference is kept (release it with \
+                 `berth volume-plugin release` once the mount is no longer busy)",
+                path.display()
+            )
+        );
+        // The same from a release.
+        let e = r.release("v", "a", None).await.unwrap_err().to_string();
+        assert_eq!(e.matches("the reference is kept").count(), 1, "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_busy_unmount_on_remove_says_the_volume_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, path) = mounted_volume(dir.path()).await;
+        // Take the reference away without unmounting (the mounter refuses), as a crash would.
+        r.with_data(|d| {
+            if let Some(v) = d.get_mut("v") {
+                v.record.mounts.clear();
+            }
+        });
+        let e = r.remove("v").await.unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "unmounting volume v at {}: {BUSY}; the volume is kept",
+                path.display()
+            )
+        );
+    }
+}

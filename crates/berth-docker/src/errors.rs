@@ -1,0 +1,99 @@
+//! Translating bollard's errors into the engine's [`RuntimeError`] kinds, keeping Docker's
+//! message: 404 → not found, 409 → conflict, other HTTP errors → other, transport errors (I/O,
+//! HTTP, a missing socket) → unavailable, bollard's request timeout → timeout. Pull failures are
+//! classified apart ([`pull_error`]): a missing repository, tag or manifest, an authentication
+//! refusal or a malformed reference is permanent; anything else (a refused connection, a registry
+//! 5xx) is retriable. The classification reads Docker's message text, which is not a stable API:
+//! an unknown wording is treated as retriable.
+//!
+//! Call-specific answers that mean success (304 on stop, 404 on remove, 409 "already in progress")
+//! are decided by the calls themselves in [`crate::runtime`].
+
+use berth_engine::runtime::RuntimeError;
+use bollard::errors::Error as BollardError;
+
+/// Classify a pull error: a missing repository or tag, or an authentication refusal, cannot be
+/// cured by retrying.
+pub(crate) fn pull_error(image: &str, e: BollardError) -> RuntimeError {
+    let (message, status) = match e {
+        BollardError::DockerResponseServerError {
+            status_code,
+            message,
+        } => (message, Some(status_code)),
+        BollardError::DockerStreamError { error } => (error, None),
+        other => (other.to_string(), None),
+    };
+    let lower = message.to_lowercase();
+    let permanent = status == Some(404)
+        || lower.contains("manifest unknown")
+        || lower.contains("not found")
+        || lower.contains("repository does not exist")
+        || lower.contains("unauthorized")
+        || lower.contains("access denied")
+        || lower.contains("denied:")
+        || lower.contains("invalid reference format");
+    RuntimeError::PullFailed {
+        image: image.to_string(),
+        message,
+        retriable: !permanent,
+    }
+}
+
+/// Translate a bollard error into a runtime error kind, keeping Docker's message.
+pub(crate) fn translate(e: BollardError) -> RuntimeError {
+    match e {
+        BollardError::DockerResponseServerError {
+            status_code: 404,
+            message,
+        } => RuntimeError::NotFound(message),
+        BollardError::DockerResponseServerError {
+            status_code: 409,
+            message,
+        } => RuntimeError::Conflict(message),
+        BollardError::DockerResponseServerError { message, .. } => RuntimeError::Other(message),
+        BollardError::RequestTimeoutError => RuntimeError::Timeout("docker request".into()),
+        BollardError::IOError { err } => RuntimeError::Unavailable(err.to_string()),
+        BollardError::HyperResponseError { err } => RuntimeError::Unavailable(err.to_string()),
+        BollardError::SocketNotFoundError(s) => {
+            RuntimeError::Unavailable(format!("docker socket not found: {s}"))
+        }
+        other => RuntimeError::Other(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_manifest_is_not_retriable_but_refused_connection_is() {
+        let e = pull_error(
+            "127.0.0.1:5000/nope:1",
+            BollardError::DockerResponseServerError {
+                status_code: 404,
+                message: "manifest for 127.0.0.1:5000/nope:1 not found: manifest unknown".into(),
+            },
+        );
+        assert!(matches!(
+            e,
+            RuntimeError::PullFailed {
+                retriable: false,
+                ..
+            }
+        ));
+        let e = pull_error(
+            "127.0.0.1:5000/nope:1",
+            BollardError::DockerResponseServerError {
+                status_code: 500,
+                message: "Get \"http://127.0.0.1:5000/v2/\": dial tcp 127.0.0.1:5000: connect: connection refused".into(),
+            },
+        );
+        assert!(matches!(
+            e,
+            RuntimeError::PullFailed {
+                retriable: true,
+                ..
+            }
+        ));
+    }
+}

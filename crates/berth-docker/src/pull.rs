@@ -1,0 +1,270 @@
+//! Pulling images: concurrent pulls of one reference merged into one, retries with backoff, and
+//! progress.
+//!
+//! - [`Pulls`]: the pulls in flight, by image reference. A second request for an image that is
+//!   being pulled joins the first (a shared future) and gets its result; only the first request's
+//!   progress sink is fed. The entry is removed when the pull ends, so a later request pulls again.
+//! - A pull is bounded as a whole (`Timeouts::pull`, all retries included) and per attempt by
+//!   inactivity (`Timeouts::pull_inactivity`: no message on the stream for that long aborts the
+//!   attempt, retriably).
+//! - Retriable failures (see [`crate::errors::pull_error`]) are retried up to
+//!   [`PullRetry::attempts`] times, with exponential backoff and jitter between attempts; a
+//!   permanent failure ends the pull at once.
+//! - [`LayerProgress`] sums the per-layer progress of Docker's pull stream for the sink.
+//! - [`split_reference`]: `repo[:tag][@digest]` into `fromImage` and `tag`.
+//!
+//! Limits: the jitter comes from the clock's nanoseconds (spreading retries, not security).
+
+use berth_engine::runtime::{ProgressSink, PullProgress, RuntimeError};
+use bollard::Docker;
+use bollard::query_parameters::CreateImageOptionsBuilder;
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use futures_util::stream::StreamExt;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::errors::pull_error;
+
+/// How pulls are retried.
+#[derive(Debug, Clone, Copy)]
+pub struct PullRetry {
+    /// Attempts in all (ECS: 5).
+    pub attempts: u32,
+    pub min_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for PullRetry {
+    fn default() -> Self {
+        PullRetry {
+            attempts: 5,
+            min_backoff: Duration::from_millis(1100),
+            max_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+type PullFuture = Shared<BoxFuture<'static, Result<(), RuntimeError>>>;
+
+/// The pulls in flight, by image reference: a second request for the same image joins the first.
+/// Cheap to clone (clones share the table).
+#[derive(Clone, Default)]
+pub(crate) struct Pulls(Arc<Mutex<HashMap<String, PullFuture>>>);
+
+impl Pulls {
+    /// Pull `image` (or join its pull in flight): at most `overall` in all, each attempt aborted
+    /// after `inactivity` without progress, retried as `retry` says.
+    pub(crate) async fn pull(
+        &self,
+        docker: &Docker,
+        image: &str,
+        retry: PullRetry,
+        inactivity: Duration,
+        overall: Duration,
+        progress: Option<ProgressSink>,
+    ) -> Result<(), RuntimeError> {
+        let fut = {
+            let mut pulls = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(f) = pulls.get(image) {
+                f.clone()
+            } else {
+                let (docker, img) = (docker.clone(), image.to_string());
+                let pulls_map = Arc::clone(&self.0);
+                let f = async move {
+                    let key = img.clone();
+                    let r = match tokio::time::timeout(
+                        overall,
+                        pull_with_retries(docker, img.clone(), retry, inactivity, progress),
+                    )
+                    .await
+                    {
+                        Ok(r) => r,
+                        Err(_) => Err(RuntimeError::PullFailed {
+                            image: img.clone(),
+                            message: format!(
+                                "pull of {img} did not finish within {}s",
+                                overall.as_secs()
+                            ),
+                            retriable: false,
+                        }),
+                    };
+                    pulls_map
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&key);
+                    r
+                }
+                .boxed()
+                .shared();
+                pulls.insert(image.to_string(), f.clone());
+                f
+            }
+        };
+        fut.await
+    }
+}
+
+/// The attempts of one pull: retriable failures are retried after [`backoff`], up to
+/// `retry.attempts` in all; the last error is returned.
+async fn pull_with_retries(
+    docker: Docker,
+    image: String,
+    retry: PullRetry,
+    inactivity: Duration,
+    progress: Option<ProgressSink>,
+) -> Result<(), RuntimeError> {
+    let mut last = None;
+    for attempt in 1..=retry.attempts.max(1) {
+        match pull_once(&docker, &image, inactivity, progress.as_ref()).await {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                let retriable = matches!(
+                    e,
+                    RuntimeError::PullFailed {
+                        retriable: true,
+                        ..
+                    }
+                );
+                tracing::warn!(%image, attempt, error = %e, retriable, "pull failed");
+                last = Some(e);
+                if !retriable || attempt == retry.attempts {
+                    break;
+                }
+                tokio::time::sleep(backoff(retry, attempt)).await;
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| RuntimeError::Other(format!("pull of {image} made no attempt"))))
+}
+
+/// Exponential backoff with jitter: min * 2^(attempt-1), capped, then scaled by a random 0.5..1.0.
+fn backoff(retry: PullRetry, attempt: u32) -> Duration {
+    let exp = retry
+        .min_backoff
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+        .min(retry.max_backoff);
+    let jitter: f64 = 0.5 + rand_unit() * 0.5;
+    exp.mul_f64(jitter)
+}
+
+/// A random number in [0, 1) from the system clock's nanoseconds (jitter only, not security).
+fn rand_unit() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos % 1000) / 1000.0
+}
+
+/// Per-layer progress of one pull, summed for the progress sink.
+#[derive(Default)]
+struct LayerProgress {
+    layers: HashMap<String, (u64, u64, bool)>,
+}
+
+impl LayerProgress {
+    /// Fold one message of the pull stream in; returns the new sum when it changed.
+    fn update(&mut self, info: &bollard::models::CreateImageInfo) -> Option<PullProgress> {
+        let id = info.id.as_deref()?;
+        let status = info.status.as_deref().unwrap_or_default();
+        // Layer lines carry a short hex id; the first line ("Pulling from ...") carries the tag.
+        if id.len() != 12 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let entry = self.layers.entry(id.to_string()).or_default();
+        if let Some(d) = &info.progress_detail
+            && status.starts_with("Downloading")
+        {
+            entry.0 = u64::try_from(d.current.unwrap_or(0)).unwrap_or(0);
+            entry.1 = u64::try_from(d.total.unwrap_or(0)).unwrap_or(0);
+        }
+        if status == "Download complete" {
+            entry.0 = entry.1;
+        }
+        if status == "Pull complete" || status == "Already exists" {
+            entry.2 = true;
+        }
+        let layers = u32::try_from(self.layers.len()).unwrap_or(u32::MAX);
+        Some(PullProgress {
+            layers,
+            layers_done: u32::try_from(self.layers.values().filter(|l| l.2).count())
+                .unwrap_or(layers),
+            bytes: self.layers.values().map(|l| l.0).sum(),
+            bytes_total: self.layers.values().map(|l| l.1).sum(),
+        })
+    }
+}
+
+/// One pull attempt, aborted when the stream shows no progress for `inactivity`.
+async fn pull_once(
+    docker: &Docker,
+    image: &str,
+    inactivity: Duration,
+    progress: Option<&ProgressSink>,
+) -> Result<(), RuntimeError> {
+    let mut layers = LayerProgress::default();
+    let (from_image, tag) = split_reference(image);
+    let mut opts = CreateImageOptionsBuilder::default().from_image(from_image);
+    if let Some(tag) = tag {
+        opts = opts.tag(tag);
+    }
+    let mut stream = docker.create_image(Some(opts.build()), None, None);
+    loop {
+        match tokio::time::timeout(inactivity, stream.next()).await {
+            Err(_) => {
+                return Err(RuntimeError::PullFailed {
+                    image: image.to_string(),
+                    message: format!(
+                        "pull of {image} made no progress for {}s",
+                        inactivity.as_secs()
+                    ),
+                    retriable: true,
+                });
+            }
+            Ok(None) => return Ok(()),
+            Ok(Some(Ok(info))) => {
+                if let (Some(sink), Some(p)) = (progress, layers.update(&info)) {
+                    let _ = sink.send(p);
+                }
+            }
+            Ok(Some(Err(e))) => return Err(pull_error(image, e)),
+        }
+    }
+}
+
+/// Split `repo[:tag][@digest]` into the `fromImage` and `tag` parameters of `POST /images/create`.
+/// A registry port (`host:5000/repo`) is not a tag; no tag means `latest`.
+pub fn split_reference(image: &str) -> (&str, Option<&str>) {
+    if image.contains('@') {
+        return (image, None);
+    }
+    let last_slash = image.rfind('/').map_or(0, |i| i + 1);
+    match image[last_slash..].rfind(':') {
+        Some(i) => {
+            let at = last_slash + i;
+            (&image[..at], Some(&image[at + 1..]))
+        }
+        None => (image, Some("latest")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_split_into_repo_and_tag() {
+        assert_eq!(split_reference("busybox"), ("busybox", Some("latest")));
+        assert_eq!(split_reference("busybox:1"), ("busybox", Some("1")));
+        assert_eq!(
+            split_reference("127.0.0.1:5000/busybox"),
+            ("127.0.0.1:5000/busybox", Some("latest"))
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a/b:2"),
+            ("127.0.0.1:5000/a/b", Some("2"))
+        );
+        assert_eq!(split_reference("x@sha256:abc"), ("x@sha256:abc", None));
+    }
+}

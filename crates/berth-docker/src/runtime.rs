@@ -1,0 +1,338 @@
+//! [`DockerRuntime`]: the engine's [`Runtime`] over the Docker Engine API, one method per call.
+//!
+//! Each call runs under its timeout ([`crate::connection::timed`]) and applies the call-specific
+//! rules that make it idempotent for the engine: stop treats 304 (already stopped) as success and
+//! retries a timed-out or unavailable Engine up to five times with backoff; kill treats 409 (not
+//! running) as success; container and volume removal treat 404 as success, container removal 409
+//! "already in progress" too; image and volume inspect answer 404 as "absent". Pulls go through
+//! [`crate::pull`], bodies are built by [`crate::body`], answers are read by [`crate::inspect`],
+//! events come from [`crate::events`]. Also: the list of managed containers and container logs
+//! (used by the agent and `berth run`, not part of the trait).
+
+use berth_engine::runtime::{
+    ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, Runtime, RuntimeError, RuntimeEvent,
+};
+use berth_engine::spec::{ContainerSpec, LABEL_TASK, VolumeSpec};
+use bollard::Docker;
+use bollard::errors::Error as BollardError;
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, KillContainerOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveVolumeOptionsBuilder, StatsOptionsBuilder, StopContainerOptionsBuilder,
+};
+use futures_util::stream::{BoxStream, StreamExt};
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::body::{create_body, volume_create_body};
+use crate::connection::{Timeouts, timed};
+use crate::errors::translate;
+use crate::events::task_events;
+use crate::inspect::{ManagedContainer, details_of, info_of, managed_of, network_info_of};
+use crate::pull::{PullRetry, Pulls};
+
+/// The Docker runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct DockerRuntime {
+    docker: Docker,
+    timeouts: Timeouts,
+    retry: PullRetry,
+    /// Pulls in flight, by image reference: a second request for the same image joins the first.
+    pulls: Pulls,
+}
+
+impl DockerRuntime {
+    pub fn new(docker: Docker) -> Self {
+        DockerRuntime {
+            docker,
+            timeouts: Timeouts::default(),
+            retry: PullRetry::default(),
+            pulls: Pulls::default(),
+        }
+    }
+
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    pub fn with_pull_retry(mut self, retry: PullRetry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Every container berth created (label `berth.task`), running or not.
+    pub async fn list_managed(&self) -> Result<Vec<ManagedContainer>, RuntimeError> {
+        let mut filters: HashMap<String, Vec<String>> = HashMap::new();
+        filters.insert("label".into(), vec![LABEL_TASK.to_string()]);
+        let opts = bollard::query_parameters::ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = timed(
+            "container list",
+            self.timeouts.inspect,
+            self.docker.list_containers(Some(opts)),
+        )
+        .await?;
+        Ok(list.into_iter().map(managed_of).collect())
+    }
+
+    /// A container's output, as (is stderr, bytes) chunks; `follow` keeps streaming until it exits.
+    pub fn logs(
+        &self,
+        id: &str,
+        follow: bool,
+    ) -> BoxStream<'static, Result<(bool, bytes::Bytes), RuntimeError>> {
+        let opts = bollard::query_parameters::LogsOptionsBuilder::default()
+            .follow(follow)
+            .stdout(true)
+            .stderr(true)
+            .build();
+        self.docker
+            .logs(id, Some(opts))
+            .map(|r| match r {
+                Ok(bollard::container::LogOutput::StdErr { message }) => Ok((true, message)),
+                Ok(
+                    bollard::container::LogOutput::StdOut { message }
+                    | bollard::container::LogOutput::Console { message }
+                    | bollard::container::LogOutput::StdIn { message },
+                ) => Ok((false, message)),
+                Err(e) => Err(translate(e)),
+            })
+            .boxed()
+    }
+}
+
+impl Runtime for DockerRuntime {
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
+        match timed(
+            "image inspect",
+            self.timeouts.inspect,
+            self.docker.inspect_image(image),
+        )
+        .await
+        {
+            Ok(_) => Ok(true),
+            Err(RuntimeError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn pull(&self, image: &str, progress: Option<ProgressSink>) -> Result<(), RuntimeError> {
+        self.pulls
+            .pull(
+                &self.docker,
+                image,
+                self.retry,
+                self.timeouts.pull_inactivity,
+                self.timeouts.pull,
+                progress,
+            )
+            .await
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
+        let opts = CreateContainerOptionsBuilder::default()
+            .name(&spec.name)
+            .build();
+        let body = create_body(spec);
+        let resp = timed(
+            "container create",
+            self.timeouts.create,
+            self.docker.create_container(Some(opts), body),
+        )
+        .await?;
+        Ok(resp.id)
+    }
+
+    async fn start(&self, id: &str) -> Result<(), RuntimeError> {
+        timed(
+            "container start",
+            self.timeouts.start,
+            self.docker.start_container(id, None),
+        )
+        .await
+    }
+
+    async fn stop(&self, id: &str, timeout_secs: u32) -> Result<(), RuntimeError> {
+        let t = i32::try_from(timeout_secs).unwrap_or(i32::MAX);
+        let opts = StopContainerOptionsBuilder::default().t(t).build();
+        let limit = Duration::from_secs(u64::from(timeout_secs)) + self.timeouts.stop_extra;
+        let mut delay = Duration::from_millis(500);
+        for attempt in 1..=5 {
+            let result = match tokio::time::timeout(
+                limit,
+                self.docker.stop_container(id, Some(opts.clone())),
+            )
+            .await
+            {
+                Ok(Ok(())) => Ok(()),
+                // 304 Not Modified: the container was already stopped.
+                Ok(Err(BollardError::DockerResponseServerError {
+                    status_code: 304, ..
+                })) => Ok(()),
+                Ok(Err(e)) => Err(translate(e)),
+                Err(_) => Err(RuntimeError::Timeout(format!(
+                    "container stop did not finish within {}s",
+                    limit.as_secs()
+                ))),
+            };
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e @ (RuntimeError::Unavailable(_) | RuntimeError::Timeout(_)))
+                    if attempt < 5 =>
+                {
+                    tracing::warn!(container = %id, attempt, error = %e, "stop failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(8));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(RuntimeError::Timeout(format!(
+            "stop of {id} failed 5 times"
+        )))
+    }
+
+    async fn kill(&self, id: &str) -> Result<(), RuntimeError> {
+        let opts = KillContainerOptionsBuilder::default()
+            .signal("KILL")
+            .build();
+        match timed(
+            "container kill",
+            self.timeouts.inspect,
+            self.docker.kill_container(id, Some(opts)),
+        )
+        .await
+        {
+            Ok(()) | Err(RuntimeError::Conflict(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
+        let r = timed(
+            "container inspect",
+            self.timeouts.inspect,
+            self.docker.inspect_container(id, None),
+        )
+        .await?;
+        Ok(info_of(r))
+    }
+
+    async fn remove(&self, id: &str) -> Result<(), RuntimeError> {
+        let opts = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        match timed(
+            "container remove",
+            self.timeouts.remove,
+            self.docker.remove_container(id, Some(opts)),
+        )
+        .await
+        {
+            Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(()),
+            // Removal already in progress (Docker answers 409): it will be gone.
+            Err(RuntimeError::Conflict(m)) if m.contains("already in progress") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn ensure_volume(&self, spec: &VolumeSpec) -> Result<bool, RuntimeError> {
+        if self.volume_exists(&spec.name).await? {
+            return Ok(false);
+        }
+        let req = volume_create_body(spec);
+        timed(
+            "volume create",
+            self.timeouts.create,
+            self.docker.create_volume(req),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    async fn volume_exists(&self, name: &str) -> Result<bool, RuntimeError> {
+        match timed(
+            "volume inspect",
+            self.timeouts.inspect,
+            self.docker.inspect_volume(name),
+        )
+        .await
+        {
+            Ok(_) => Ok(true),
+            Err(RuntimeError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
+        let opts = RemoveVolumeOptionsBuilder::default().force(false).build();
+        match timed(
+            "volume remove",
+            self.timeouts.remove,
+            self.docker.remove_volume(name, Some(opts)),
+        )
+        .await
+        {
+            Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn events(
+        &self,
+        task_id: &str,
+    ) -> Result<BoxStream<'static, RuntimeEvent>, RuntimeError> {
+        Ok(task_events(&self.docker, task_id))
+    }
+
+    async fn inspect_details(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
+        let r = timed(
+            "container inspect",
+            self.timeouts.inspect,
+            self.docker.inspect_container(id, None),
+        )
+        .await?;
+        Ok(details_of(r))
+    }
+
+    async fn stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
+        // One sample, answered at once (`one-shot`, API 1.41+): no wait for a second cycle.
+        let opts = StatsOptionsBuilder::default()
+            .stream(false)
+            .one_shot(true)
+            .build();
+        let mut stream = self.docker.stats(id, Some(opts));
+        let sample = match tokio::time::timeout(self.timeouts.inspect, stream.next()).await {
+            Ok(Some(r)) => r.map_err(translate)?,
+            Ok(None) => {
+                return Err(RuntimeError::Other(format!(
+                    "stats of {id}: the engine sent nothing"
+                )));
+            }
+            Err(_) => {
+                return Err(RuntimeError::Timeout(format!(
+                    "stats of {id} did not answer within {}s",
+                    self.timeouts.inspect.as_secs()
+                )));
+            }
+        };
+        serde_json::to_value(sample).map_err(|e| RuntimeError::Other(format!("stats of {id}: {e}")))
+    }
+
+    async fn inspect_network(&self, name: &str) -> Result<NetworkInfo, RuntimeError> {
+        let n = timed(
+            "network inspect",
+            self.timeouts.inspect,
+            self.docker.inspect_network(name, None),
+        )
+        .await?;
+        Ok(network_info_of(n, name))
+    }
+}
