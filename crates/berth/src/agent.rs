@@ -29,108 +29,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 
-/// The default configuration file.
-pub const DEFAULT_CONFIG: &str = "/etc/berth/berth.toml";
-
-/// Options the configuration file may set: (key = long option name, its environment variables).
-const CONFIG_KEYS: &[(&str, &[&str])] = &[
-    ("data-dir", &["BERTH_DATA_DIR"]),
-    ("api-socket", &["BERTH_API_SOCKET"]),
-    ("docker-host", &["DOCKER_HOST"]),
-    (
-        "cleanup-wait",
-        &[
-            "BERTH_CLEANUP_WAIT",
-            "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
-        ],
-    ),
-    ("volume-plugin", &["BERTH_VOLUME_PLUGIN"]),
-    ("metadata-addr", &["BERTH_METADATA_ADDR"]),
-    ("metadata-advertise", &["BERTH_METADATA_ADVERTISE"]),
-    ("cluster", &["BERTH_CLUSTER"]),
-    ("metadata-rate-limit", &[]),
-    ("log-format", &[]),
-    (
-        "pull-behavior",
-        &["BERTH_IMAGE_PULL_BEHAVIOR", "ECS_IMAGE_PULL_BEHAVIOR"],
-    ),
-    (
-        "pull-dependent-upfront",
-        &[
-            "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT",
-            "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT",
-        ],
-    ),
-    ("pull-timeout", &[]),
-    ("pull-inactivity-timeout", &[]),
-    ("pull-attempts", &[]),
-];
-
-/// Layer the configuration file under the environment and the command line: for `berth agent`,
-/// every option the file sets (and no environment variable sets) becomes a flag placed before the
-/// user's own flags, which therefore win. Other commands pass through unchanged.
-pub fn apply_config_file(argv: Vec<std::ffi::OsString>) -> anyhow::Result<Vec<std::ffi::OsString>> {
-    let Some(pos) = argv.iter().position(|a| a == "agent") else {
-        return Ok(argv);
-    };
-    let after = &argv[pos + 1..];
-    let explicit = after.iter().enumerate().find_map(|(i, a)| {
-        let a = a.to_str()?;
-        if let Some(v) = a.strip_prefix("--config=") {
-            return Some(PathBuf::from(v));
-        }
-        (a == "--config")
-            .then(|| after.get(i + 1).map(PathBuf::from))
-            .flatten()
-    });
-    let path = explicit
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
-            return Ok(argv);
-        }
-        Err(e) => anyhow::bail!("cannot read the configuration file {}: {e}", path.display()),
-    };
-    let table: toml::Table = text
-        .parse()
-        .with_context(|| format!("{} is not valid TOML", path.display()))?;
-    let mut injected = Vec::new();
-    for (key, value) in &table {
-        let Some((_, envs)) = CONFIG_KEYS.iter().find(|(k, _)| k == key) else {
-            let known: Vec<&str> = CONFIG_KEYS.iter().map(|(k, _)| *k).collect();
-            anyhow::bail!(
-                "{}: unknown option {key:?} (known: {})",
-                path.display(),
-                known.join(", ")
-            );
-        };
-        if envs
-            .iter()
-            .any(|e| std::env::var_os(e).is_some_and(|v| !v.is_empty()))
-        {
-            continue;
-        }
-        let flag = format!("--{key}");
-        match value {
-            toml::Value::Boolean(true) => injected.push(flag),
-            toml::Value::Boolean(false) => {}
-            toml::Value::String(s) => injected.push(format!("{flag}={s}")),
-            toml::Value::Integer(n) => injected.push(format!("{flag}={n}")),
-            other => anyhow::bail!(
-                "{}: option {key:?} must be a string, a number or a boolean, found {}",
-                path.display(),
-                other.type_str()
-            ),
-        }
-    }
-    let mut out: Vec<std::ffi::OsString> = argv[..=pos].to_vec();
-    out.extend(injected.into_iter().map(Into::into));
-    out.extend(after.iter().cloned());
-    Ok(out)
-}
-
 /// The default control socket.
 pub const DEFAULT_API_SOCKET: &str = "/run/berth/berth.sock";
 /// Largest task definition the API accepts.
@@ -141,9 +39,8 @@ const MAX_BODY: usize = 1024 * 1024;
     after_help = "Examples:\n  berth agent\n  berth agent --data-dir /var/lib/berth --cleanup-wait 10m\n\nThen: berth submit task.json; berth ps; berth stop TASK; berth rm TASK.\n\nConfiguration: every option can be set in the TOML file (keys are the long option names,\ne.g. cleanup-wait = \"10m\"); environment variables override the file, and flags override both."
 )]
 pub struct Args {
-    /// A TOML file with any of these options (keys: the long option names). Missing is fine at
-    /// the default path; a file given explicitly must exist.
-    #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
+    /// The configuration file read (the global `--config`, see `crate::config`), for the log.
+    #[arg(skip)]
     pub config: PathBuf,
 
     /// Print the effective configuration (file, then environment, then flags) as TOML and exit.
@@ -740,78 +637,9 @@ async fn bind(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener
     Ok(listener)
 }
 
-impl Args {
-    /// The cleanup wait: the flag or BERTH_CLEANUP_WAIT (via clap), else ECS's
-    /// ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION, else 3 h (ECS's default).
-    fn cleanup_wait(&self) -> anyhow::Result<Duration> {
-        if let Some(d) = self.cleanup_wait {
-            return Ok(d);
-        }
-        match std::env::var("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION") {
-            Ok(v) if !v.is_empty() => humantime::parse_duration(&v)
-                .with_context(|| format!("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION={v}")),
-            _ => Ok(Duration::from_secs(3 * 3600)),
-        }
-    }
-}
-
-/// The effective configuration, as TOML with the long option names as keys.
-fn effective_config(args: &Args) -> anyhow::Result<String> {
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(crate::cmd_run::default_data_dir);
-    let mut t = toml::Table::new();
-    let mut put = |k: &str, v: toml::Value| {
-        t.insert(k.to_string(), v);
-    };
-    put("data-dir", data_dir.display().to_string().into());
-    put("api-socket", args.api_socket.display().to_string().into());
-    if let Some(h) = &args.docker_host {
-        put("docker-host", h.clone().into());
-    }
-    put(
-        "cleanup-wait",
-        humantime::format_duration(args.cleanup_wait()?)
-            .to_string()
-            .into(),
-    );
-    put("volume-plugin", args.volume_plugin.clone().into());
-    put("metadata-addr", args.metadata_addr.to_string().into());
-    if let Some(a) = &args.metadata_advertise {
-        put("metadata-advertise", a.clone().into());
-    }
-    put("cluster", args.cluster.clone().into());
-    put(
-        "metadata-rate-limit",
-        args.metadata_rate_limit.to_string().into(),
-    );
-    let fmt = match args.log_format {
-        LogFormat::Text => "text",
-        LogFormat::Json => "json",
-    };
-    put("log-format", fmt.into());
-    put("pull-behavior", args.pull.behavior()?.as_str().into());
-    put("pull-dependent-upfront", args.pull.upfront().into());
-    put(
-        "pull-timeout",
-        humantime::format_duration(args.pull.pull_timeout)
-            .to_string()
-            .into(),
-    );
-    put(
-        "pull-inactivity-timeout",
-        humantime::format_duration(args.pull.pull_inactivity_timeout)
-            .to_string()
-            .into(),
-    );
-    put("pull-attempts", i64::from(args.pull.pull_attempts).into());
-    Ok(toml::to_string(&t)?)
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.print_config {
-        print!("{}", effective_config(&args)?);
+        print!("{}", crate::config::agent_toml(&args)?);
         return Ok(ExitCode::SUCCESS);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
