@@ -10,6 +10,7 @@
 
 use crate::cmd_run::PullArgs;
 use crate::datadir::{DataDirLock, LockError};
+use crate::metrics::Timed;
 use anyhow::Context as _;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
@@ -72,7 +73,8 @@ pub struct Args {
 
     /// The HTTP listener of the task metadata endpoint (ECS v4/v3) and `/metrics` (Prometheus);
     /// loopback by default. Bridge-mode containers are given the Docker bridge's gateway address
-    /// on the same port, where a second listener answers (see docs/metadata.md).
+    /// on the same port, where a second listener answers with the metadata only, never /metrics
+    /// (see docs/metadata.md). On all addresses (0.0.0.0), containers reach /metrics here too.
     #[arg(
         long,
         env = "BERTH_METADATA_ADDR",
@@ -114,17 +116,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// The agent's own counters (the engine's are in [`berth_engine::EngineMetrics`]).
-#[derive(Default)]
-struct Metrics {
-    container_transitions: std::sync::atomic::AtomicU64,
-    pulls: std::sync::atomic::AtomicU64,
-    pull_failures: std::sync::atomic::AtomicU64,
-    /// Milliseconds spent in pulls that finished, summed (with `pulls`, the mean).
-    pull_millis: std::sync::atomic::AtomicU64,
-    tasks_submitted: std::sync::atomic::AtomicU64,
-}
-
 struct Entry {
     snapshot: watch::Receiver<TaskState>,
     commands: mpsc::Sender<Command>,
@@ -132,7 +123,7 @@ struct Entry {
 }
 
 struct Agent {
-    rt: Arc<DockerRuntime>,
+    rt: Arc<Timed<DockerRuntime>>,
     store: Arc<Store>,
     data_dir: PathBuf,
     cleanup_wait: Duration,
@@ -142,7 +133,7 @@ struct Agent {
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<crate::metrics::Metrics>,
     /// Tasks whose containers the metadata endpoint answers for.
     directory: Arc<berth_api::metadata::TaskDirectory>,
     /// Where containers reach the metadata endpoint (set once it listens).
@@ -171,35 +162,10 @@ impl Agent {
             },
         );
         let events = self.events.clone();
-        let metrics = self.metrics.clone();
+        let mut observer = self.metrics.observer(&state);
         tokio::spawn(async move {
-            use std::sync::atomic::Ordering::Relaxed;
-            let mut pull_started: HashMap<String, i64> = HashMap::new();
             while let Some(r) = rep_rx.recv().await {
-                match &r {
-                    Report::Container { .. } => {
-                        metrics.container_transitions.fetch_add(1, Relaxed);
-                    }
-                    Report::Pull {
-                        container, phase, ..
-                    } => match phase {
-                        report::PullPhase::Started => {
-                            pull_started.insert(container.clone(), now_ms());
-                        }
-                        report::PullPhase::Done | report::PullPhase::Failed => {
-                            if let Some(t) = pull_started.remove(container) {
-                                let ms = u64::try_from(now_ms() - t).unwrap_or(0);
-                                metrics.pull_millis.fetch_add(ms, Relaxed);
-                            }
-                            metrics.pulls.fetch_add(1, Relaxed);
-                            if *phase == report::PullPhase::Failed {
-                                metrics.pull_failures.fetch_add(1, Relaxed);
-                            }
-                        }
-                        report::PullPhase::Cached => {}
-                    },
-                    Report::Task { .. } | Report::PullProgress { .. } => {}
-                }
+                observer.observe(&r);
                 if !r.is_progress()
                     && let Ok(line) = serde_json::to_string(&r)
                 {
@@ -361,10 +327,7 @@ async fn submit(State(agent): State<Arc<Agent>>, body: bytes::Bytes) -> Result<R
         .save_state(&state)
         .map_err(|e| ApiError::Store(e.to_string()))?;
     let id = state.id.clone();
-    agent
-        .metrics
-        .tasks_submitted
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    agent.metrics.task_submitted();
     agent.spawn(state, false);
     let warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
     Ok((
@@ -478,79 +441,10 @@ async fn health(State(agent): State<Arc<Agent>>) -> Json<Value> {
     Json(json!({"status": "ok", "tasks": n}))
 }
 
-/// `/metrics` in the Prometheus text format.
-async fn metrics(State(agent): State<Arc<Agent>>) -> Response {
-    use std::fmt::Write as _;
-    use std::sync::atomic::Ordering::Relaxed;
-    let mut by_status: std::collections::BTreeMap<&'static str, u64> =
-        ["NONE", "PULLED", "CREATED", "RUNNING", "STOPPED"]
-            .into_iter()
-            .map(|s| (s, 0))
-            .collect();
-    for e in agent.tasks().values() {
-        *by_status
-            .entry(e.snapshot.borrow().known().as_str())
-            .or_default() += 1;
-    }
-    let m = &agent.metrics;
-    let em = &agent.engine_metrics;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP berth_tasks Tasks the agent tracks, by known status.\n# TYPE berth_tasks gauge"
-    );
-    for (status, n) in by_status {
-        let _ = writeln!(out, "berth_tasks{{status=\"{status}\"}} {n}");
-    }
-    let counters = [
-        (
-            "berth_tasks_submitted_total",
-            "Tasks submitted through the API.",
-            m.tasks_submitted.load(Relaxed),
-        ),
-        (
-            "berth_container_transitions_total",
-            "Container status changes.",
-            m.container_transitions.load(Relaxed),
-        ),
-        (
-            "berth_pulls_total",
-            "Image pulls finished (done or failed).",
-            m.pulls.load(Relaxed),
-        ),
-        (
-            "berth_pull_failures_total",
-            "Image pulls that failed.",
-            m.pull_failures.load(Relaxed),
-        ),
-        (
-            "berth_pull_duration_milliseconds_total",
-            "Time spent in finished pulls.",
-            m.pull_millis.load(Relaxed),
-        ),
-        (
-            "berth_docker_errors_total",
-            "Docker calls that failed.",
-            em.docker_errors.load(Relaxed),
-        ),
-        (
-            "berth_event_stream_reconnects_total",
-            "Docker event streams re-subscribed after breaking.",
-            em.event_stream_reconnects.load(Relaxed),
-        ),
-    ];
-    for (name, help, v) in counters {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-        );
-    }
-    ([("content-type", "text/plain; version=0.0.4")], out).into_response()
-}
-
-/// Start the metadata endpoint with `/metrics` beside it. When the Docker bridge's address cannot
-/// be used (no bridge network), bridge-mode containers are given the main listener's address and a
-/// warning says so.
+/// Start the metadata endpoint with `/metrics` beside it on the main listener only (not on the
+/// bridge listener that containers reach). When the Docker bridge's address cannot be used (no
+/// bridge network), bridge-mode containers are given the main listener's address and a warning
+/// says so.
 async fn start_metadata(
     agent: &Arc<Agent>,
     args: &Args,
@@ -564,10 +458,18 @@ async fn start_metadata(
         rate_limit: args.metadata_rate_limit,
         ..MetadataConfig::default()
     };
+    if args.metadata_addr.ip().is_unspecified() {
+        tracing::warn!(addr = %args.metadata_addr, "/metrics is served on --metadata-addr, which listens on all addresses: containers can read it");
+    }
     let extra = || {
-        Router::new()
-            .route("/metrics", get(metrics))
-            .with_state(agent.clone())
+        let tasks = agent.clone();
+        crate::metrics::router(agent.metrics.clone(), move || {
+            tasks
+                .tasks()
+                .values()
+                .map(|e| e.snapshot.borrow().known())
+                .collect()
+        })
     };
     let listen = |bridge| Listen {
         addr: args.metadata_addr,
@@ -673,7 +575,12 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let docker = berth_docker::connect(args.docker_host.as_deref())
         .await
         .context("connecting to the Docker Engine")?;
-    let rt = Arc::new(args.pull.configure(DockerRuntime::new(docker)));
+    let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
+    let metrics = Arc::new(crate::metrics::Metrics::new(engine_metrics.clone()));
+    let rt = Arc::new(Timed::new(
+        args.pull.configure(DockerRuntime::new(docker)),
+        &metrics,
+    ));
     let (events, _) = broadcast::channel(4096);
     let agent = Arc::new(Agent {
         rt,
@@ -687,8 +594,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         volume_plugin: args.volume_plugin.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,
-        engine_metrics: Arc::new(berth_engine::EngineMetrics::default()),
-        metrics: Arc::new(Metrics::default()),
+        engine_metrics,
+        metrics,
         directory: Arc::new(berth_api::metadata::TaskDirectory::new()),
         metadata: std::sync::OnceLock::new(),
     });
@@ -717,7 +624,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
     // Containers of this data directory that no stored task owns are reported, never touched.
     let known: std::collections::BTreeSet<String> = agent.tasks().keys().cloned().collect();
-    match agent.rt.list_managed().await {
+    match agent.rt.inner().list_managed().await {
         Ok(list) => {
             let ours = data_dir.display().to_string();
             for c in list {

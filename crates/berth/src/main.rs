@@ -10,6 +10,7 @@ mod cmd_volume_plugin;
 mod config;
 mod datadir;
 mod input;
+mod metrics;
 mod output;
 
 use clap::{CommandFactory, Parser, Subcommand};
