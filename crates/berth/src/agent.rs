@@ -10,6 +10,7 @@
 
 use crate::cmd_run::PullArgs;
 use crate::datadir::{DataDirLock, LockError};
+use crate::metrics::Timed;
 use anyhow::Context as _;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
@@ -29,108 +30,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, watch};
 
-/// The default configuration file.
-pub const DEFAULT_CONFIG: &str = "/etc/berth/berth.toml";
-
-/// Options the configuration file may set: (key = long option name, its environment variables).
-const CONFIG_KEYS: &[(&str, &[&str])] = &[
-    ("data-dir", &["BERTH_DATA_DIR"]),
-    ("api-socket", &["BERTH_API_SOCKET"]),
-    ("docker-host", &["DOCKER_HOST"]),
-    (
-        "cleanup-wait",
-        &[
-            "BERTH_CLEANUP_WAIT",
-            "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
-        ],
-    ),
-    ("volume-plugin", &["BERTH_VOLUME_PLUGIN"]),
-    ("metadata-addr", &["BERTH_METADATA_ADDR"]),
-    ("metadata-advertise", &["BERTH_METADATA_ADVERTISE"]),
-    ("cluster", &["BERTH_CLUSTER"]),
-    ("metadata-rate-limit", &[]),
-    ("log-format", &[]),
-    (
-        "pull-behavior",
-        &["BERTH_IMAGE_PULL_BEHAVIOR", "ECS_IMAGE_PULL_BEHAVIOR"],
-    ),
-    (
-        "pull-dependent-upfront",
-        &[
-            "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT",
-            "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT",
-        ],
-    ),
-    ("pull-timeout", &[]),
-    ("pull-inactivity-timeout", &[]),
-    ("pull-attempts", &[]),
-];
-
-/// Layer the configuration file under the environment and the command line: for `berth agent`,
-/// every option the file sets (and no environment variable sets) becomes a flag placed before the
-/// user's own flags, which therefore win. Other commands pass through unchanged.
-pub fn apply_config_file(argv: Vec<std::ffi::OsString>) -> anyhow::Result<Vec<std::ffi::OsString>> {
-    let Some(pos) = argv.iter().position(|a| a == "agent") else {
-        return Ok(argv);
-    };
-    let after = &argv[pos + 1..];
-    let explicit = after.iter().enumerate().find_map(|(i, a)| {
-        let a = a.to_str()?;
-        if let Some(v) = a.strip_prefix("--config=") {
-            return Some(PathBuf::from(v));
-        }
-        (a == "--config")
-            .then(|| after.get(i + 1).map(PathBuf::from))
-            .flatten()
-    });
-    let path = explicit
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
-            return Ok(argv);
-        }
-        Err(e) => anyhow::bail!("cannot read the configuration file {}: {e}", path.display()),
-    };
-    let table: toml::Table = text
-        .parse()
-        .with_context(|| format!("{} is not valid TOML", path.display()))?;
-    let mut injected = Vec::new();
-    for (key, value) in &table {
-        let Some((_, envs)) = CONFIG_KEYS.iter().find(|(k, _)| k == key) else {
-            let known: Vec<&str> = CONFIG_KEYS.iter().map(|(k, _)| *k).collect();
-            anyhow::bail!(
-                "{}: unknown option {key:?} (known: {})",
-                path.display(),
-                known.join(", ")
-            );
-        };
-        if envs
-            .iter()
-            .any(|e| std::env::var_os(e).is_some_and(|v| !v.is_empty()))
-        {
-            continue;
-        }
-        let flag = format!("--{key}");
-        match value {
-            toml::Value::Boolean(true) => injected.push(flag),
-            toml::Value::Boolean(false) => {}
-            toml::Value::String(s) => injected.push(format!("{flag}={s}")),
-            toml::Value::Integer(n) => injected.push(format!("{flag}={n}")),
-            other => anyhow::bail!(
-                "{}: option {key:?} must be a string, a number or a boolean, found {}",
-                path.display(),
-                other.type_str()
-            ),
-        }
-    }
-    let mut out: Vec<std::ffi::OsString> = argv[..=pos].to_vec();
-    out.extend(injected.into_iter().map(Into::into));
-    out.extend(after.iter().cloned());
-    Ok(out)
-}
-
 /// The default control socket.
 pub const DEFAULT_API_SOCKET: &str = "/run/berth/berth.sock";
 /// Largest task definition the API accepts.
@@ -141,9 +40,8 @@ const MAX_BODY: usize = 1024 * 1024;
     after_help = "Examples:\n  berth agent\n  berth agent --data-dir /var/lib/berth --cleanup-wait 10m\n\nThen: berth submit task.json; berth ps; berth stop TASK; berth rm TASK.\n\nConfiguration: every option can be set in the TOML file (keys are the long option names,\ne.g. cleanup-wait = \"10m\"); environment variables override the file, and flags override both."
 )]
 pub struct Args {
-    /// A TOML file with any of these options (keys: the long option names). Missing is fine at
-    /// the default path; a file given explicitly must exist.
-    #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
+    /// The configuration file read (the global `--config`, see `crate::config`), for the log.
+    #[arg(skip)]
     pub config: PathBuf,
 
     /// Print the effective configuration (file, then environment, then flags) as TOML and exit.
@@ -175,7 +73,8 @@ pub struct Args {
 
     /// The HTTP listener of the task metadata endpoint (ECS v4/v3) and `/metrics` (Prometheus);
     /// loopback by default. Bridge-mode containers are given the Docker bridge's gateway address
-    /// on the same port, where a second listener answers (see docs/metadata.md).
+    /// on the same port, where a second listener answers with the metadata only, never /metrics
+    /// (see docs/metadata.md). On all addresses (0.0.0.0), containers reach /metrics here too.
     #[arg(
         long,
         env = "BERTH_METADATA_ADDR",
@@ -217,17 +116,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// The agent's own counters (the engine's are in [`berth_engine::EngineMetrics`]).
-#[derive(Default)]
-struct Metrics {
-    container_transitions: std::sync::atomic::AtomicU64,
-    pulls: std::sync::atomic::AtomicU64,
-    pull_failures: std::sync::atomic::AtomicU64,
-    /// Milliseconds spent in pulls that finished, summed (with `pulls`, the mean).
-    pull_millis: std::sync::atomic::AtomicU64,
-    tasks_submitted: std::sync::atomic::AtomicU64,
-}
-
 struct Entry {
     snapshot: watch::Receiver<TaskState>,
     commands: mpsc::Sender<Command>,
@@ -235,7 +123,7 @@ struct Entry {
 }
 
 struct Agent {
-    rt: Arc<DockerRuntime>,
+    rt: Arc<Timed<DockerRuntime>>,
     store: Arc<Store>,
     data_dir: PathBuf,
     cleanup_wait: Duration,
@@ -245,7 +133,7 @@ struct Agent {
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<crate::metrics::Metrics>,
     /// Tasks whose containers the metadata endpoint answers for.
     directory: Arc<berth_api::metadata::TaskDirectory>,
     /// Where containers reach the metadata endpoint (set once it listens).
@@ -274,35 +162,10 @@ impl Agent {
             },
         );
         let events = self.events.clone();
-        let metrics = self.metrics.clone();
+        let mut observer = self.metrics.observer(&state);
         tokio::spawn(async move {
-            use std::sync::atomic::Ordering::Relaxed;
-            let mut pull_started: HashMap<String, i64> = HashMap::new();
             while let Some(r) = rep_rx.recv().await {
-                match &r {
-                    Report::Container { .. } => {
-                        metrics.container_transitions.fetch_add(1, Relaxed);
-                    }
-                    Report::Pull {
-                        container, phase, ..
-                    } => match phase {
-                        report::PullPhase::Started => {
-                            pull_started.insert(container.clone(), now_ms());
-                        }
-                        report::PullPhase::Done | report::PullPhase::Failed => {
-                            if let Some(t) = pull_started.remove(container) {
-                                let ms = u64::try_from(now_ms() - t).unwrap_or(0);
-                                metrics.pull_millis.fetch_add(ms, Relaxed);
-                            }
-                            metrics.pulls.fetch_add(1, Relaxed);
-                            if *phase == report::PullPhase::Failed {
-                                metrics.pull_failures.fetch_add(1, Relaxed);
-                            }
-                        }
-                        report::PullPhase::Cached => {}
-                    },
-                    Report::Task { .. } | Report::PullProgress { .. } => {}
-                }
+                observer.observe(&r);
                 if !r.is_progress()
                     && let Ok(line) = serde_json::to_string(&r)
                 {
@@ -464,10 +327,7 @@ async fn submit(State(agent): State<Arc<Agent>>, body: bytes::Bytes) -> Result<R
         .save_state(&state)
         .map_err(|e| ApiError::Store(e.to_string()))?;
     let id = state.id.clone();
-    agent
-        .metrics
-        .tasks_submitted
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    agent.metrics.task_submitted();
     agent.spawn(state, false);
     let warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
     Ok((
@@ -581,79 +441,10 @@ async fn health(State(agent): State<Arc<Agent>>) -> Json<Value> {
     Json(json!({"status": "ok", "tasks": n}))
 }
 
-/// `/metrics` in the Prometheus text format.
-async fn metrics(State(agent): State<Arc<Agent>>) -> Response {
-    use std::fmt::Write as _;
-    use std::sync::atomic::Ordering::Relaxed;
-    let mut by_status: std::collections::BTreeMap<&'static str, u64> =
-        ["NONE", "PULLED", "CREATED", "RUNNING", "STOPPED"]
-            .into_iter()
-            .map(|s| (s, 0))
-            .collect();
-    for e in agent.tasks().values() {
-        *by_status
-            .entry(e.snapshot.borrow().known().as_str())
-            .or_default() += 1;
-    }
-    let m = &agent.metrics;
-    let em = &agent.engine_metrics;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP berth_tasks Tasks the agent tracks, by known status.\n# TYPE berth_tasks gauge"
-    );
-    for (status, n) in by_status {
-        let _ = writeln!(out, "berth_tasks{{status=\"{status}\"}} {n}");
-    }
-    let counters = [
-        (
-            "berth_tasks_submitted_total",
-            "Tasks submitted through the API.",
-            m.tasks_submitted.load(Relaxed),
-        ),
-        (
-            "berth_container_transitions_total",
-            "Container status changes.",
-            m.container_transitions.load(Relaxed),
-        ),
-        (
-            "berth_pulls_total",
-            "Image pulls finished (done or failed).",
-            m.pulls.load(Relaxed),
-        ),
-        (
-            "berth_pull_failures_total",
-            "Image pulls that failed.",
-            m.pull_failures.load(Relaxed),
-        ),
-        (
-            "berth_pull_duration_milliseconds_total",
-            "Time spent in finished pulls.",
-            m.pull_millis.load(Relaxed),
-        ),
-        (
-            "berth_docker_errors_total",
-            "Docker calls that failed.",
-            em.docker_errors.load(Relaxed),
-        ),
-        (
-            "berth_event_stream_reconnects_total",
-            "Docker event streams re-subscribed after breaking.",
-            em.event_stream_reconnects.load(Relaxed),
-        ),
-    ];
-    for (name, help, v) in counters {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-        );
-    }
-    ([("content-type", "text/plain; version=0.0.4")], out).into_response()
-}
-
-/// Start the metadata endpoint with `/metrics` beside it. When the Docker bridge's address cannot
-/// be used (no bridge network), bridge-mode containers are given the main listener's address and a
-/// warning says so.
+/// Start the metadata endpoint with `/metrics` beside it on the main listener only (not on the
+/// bridge listener that containers reach). When the Docker bridge's address cannot be used (no
+/// bridge network), bridge-mode containers are given the main listener's address and a warning
+/// says so.
 async fn start_metadata(
     agent: &Arc<Agent>,
     args: &Args,
@@ -667,10 +458,18 @@ async fn start_metadata(
         rate_limit: args.metadata_rate_limit,
         ..MetadataConfig::default()
     };
+    if args.metadata_addr.ip().is_unspecified() {
+        tracing::warn!(addr = %args.metadata_addr, "/metrics is served on --metadata-addr, which listens on all addresses: containers can read it");
+    }
     let extra = || {
-        Router::new()
-            .route("/metrics", get(metrics))
-            .with_state(agent.clone())
+        let tasks = agent.clone();
+        crate::metrics::router(agent.metrics.clone(), move || {
+            tasks
+                .tasks()
+                .values()
+                .map(|e| e.snapshot.borrow().known())
+                .collect()
+        })
     };
     let listen = |bridge| Listen {
         addr: args.metadata_addr,
@@ -740,78 +539,9 @@ async fn bind(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener
     Ok(listener)
 }
 
-impl Args {
-    /// The cleanup wait: the flag or BERTH_CLEANUP_WAIT (via clap), else ECS's
-    /// ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION, else 3 h (ECS's default).
-    fn cleanup_wait(&self) -> anyhow::Result<Duration> {
-        if let Some(d) = self.cleanup_wait {
-            return Ok(d);
-        }
-        match std::env::var("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION") {
-            Ok(v) if !v.is_empty() => humantime::parse_duration(&v)
-                .with_context(|| format!("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION={v}")),
-            _ => Ok(Duration::from_secs(3 * 3600)),
-        }
-    }
-}
-
-/// The effective configuration, as TOML with the long option names as keys.
-fn effective_config(args: &Args) -> anyhow::Result<String> {
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(crate::cmd_run::default_data_dir);
-    let mut t = toml::Table::new();
-    let mut put = |k: &str, v: toml::Value| {
-        t.insert(k.to_string(), v);
-    };
-    put("data-dir", data_dir.display().to_string().into());
-    put("api-socket", args.api_socket.display().to_string().into());
-    if let Some(h) = &args.docker_host {
-        put("docker-host", h.clone().into());
-    }
-    put(
-        "cleanup-wait",
-        humantime::format_duration(args.cleanup_wait()?)
-            .to_string()
-            .into(),
-    );
-    put("volume-plugin", args.volume_plugin.clone().into());
-    put("metadata-addr", args.metadata_addr.to_string().into());
-    if let Some(a) = &args.metadata_advertise {
-        put("metadata-advertise", a.clone().into());
-    }
-    put("cluster", args.cluster.clone().into());
-    put(
-        "metadata-rate-limit",
-        args.metadata_rate_limit.to_string().into(),
-    );
-    let fmt = match args.log_format {
-        LogFormat::Text => "text",
-        LogFormat::Json => "json",
-    };
-    put("log-format", fmt.into());
-    put("pull-behavior", args.pull.behavior()?.as_str().into());
-    put("pull-dependent-upfront", args.pull.upfront().into());
-    put(
-        "pull-timeout",
-        humantime::format_duration(args.pull.pull_timeout)
-            .to_string()
-            .into(),
-    );
-    put(
-        "pull-inactivity-timeout",
-        humantime::format_duration(args.pull.pull_inactivity_timeout)
-            .to_string()
-            .into(),
-    );
-    put("pull-attempts", i64::from(args.pull.pull_attempts).into());
-    Ok(toml::to_string(&t)?)
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.print_config {
-        print!("{}", effective_config(&args)?);
+        print!("{}", crate::config::agent_toml(&args)?);
         return Ok(ExitCode::SUCCESS);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -845,7 +575,12 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let docker = berth_docker::connect(args.docker_host.as_deref())
         .await
         .context("connecting to the Docker Engine")?;
-    let rt = Arc::new(args.pull.configure(DockerRuntime::new(docker)));
+    let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
+    let metrics = Arc::new(crate::metrics::Metrics::new(engine_metrics.clone()));
+    let rt = Arc::new(Timed::new(
+        args.pull.configure(DockerRuntime::new(docker)),
+        &metrics,
+    ));
     let (events, _) = broadcast::channel(4096);
     let agent = Arc::new(Agent {
         rt,
@@ -859,8 +594,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         volume_plugin: args.volume_plugin.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,
-        engine_metrics: Arc::new(berth_engine::EngineMetrics::default()),
-        metrics: Arc::new(Metrics::default()),
+        engine_metrics,
+        metrics,
         directory: Arc::new(berth_api::metadata::TaskDirectory::new()),
         metadata: std::sync::OnceLock::new(),
     });
@@ -889,7 +624,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
     // Containers of this data directory that no stored task owns are reported, never touched.
     let known: std::collections::BTreeSet<String> = agent.tasks().keys().cloned().collect();
-    match agent.rt.list_managed().await {
+    match agent.rt.inner().list_managed().await {
         Ok(list) => {
             let ours = data_dir.display().to_string();
             for c in list {

@@ -50,6 +50,11 @@ pub struct Args {
     /// The Docker Engine (for --containers). Default: DOCKER_HOST, else the local socket.
     #[arg(long, value_name = "URI")]
     pub docker_host: Option<String>,
+
+    /// Print the configuration gc would use (file, then environment, then flags: data-dir,
+    /// docker-host) as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -117,6 +122,10 @@ fn is_task_id(name: &str) -> bool {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.print_config {
+        print!("{}", crate::config::gc_toml(&args)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let data_dir = args
         .data_dir
         .clone()

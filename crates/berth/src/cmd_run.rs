@@ -27,7 +27,13 @@ pub const EXIT_NOT_RUN: u8 = 125;
 pub struct Args {
     /// The task definition (ECS JSON, bare or as printed by `aws ecs describe-task-definition`);
     /// `-` reads standard input.
-    pub file: PathBuf,
+    #[arg(required_unless_present = "print_config")]
+    pub file: Option<PathBuf>,
+
+    /// Print the configuration this run would use (file, then environment, then flags: data-dir,
+    /// docker-host, volume-plugin, pull-*) as TOML and exit; FILE is not needed.
+    #[arg(long)]
+    pub print_config: bool,
 
     /// Where berth keeps task directories (scratch volumes live in DATA_DIR/tasks/<task-id>/).
     /// Default: /var/lib/berth as root, else $XDG_STATE_HOME/berth.
@@ -212,7 +218,15 @@ pub fn default_data_dir() -> PathBuf {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let parsed = match crate::input::load(&args.file) {
+    if args.print_config {
+        print!("{}", crate::config::run_toml(&args)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    // clap requires FILE unless --print-config is given.
+    let Some(file) = &args.file else {
+        anyhow::bail!("a task definition FILE is required");
+    };
+    let parsed = match crate::input::load(file) {
         Ok(parsed) => parsed,
         Err(code) => return Ok(code),
     };

@@ -7,8 +7,10 @@ mod cmd_gc;
 mod cmd_run;
 mod cmd_validate;
 mod cmd_volume_plugin;
+mod config;
 mod datadir;
 mod input;
+mod metrics;
 mod output;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -20,9 +22,18 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "berth", version, about, long_about = None, propagate_version = true, args_override_self = true)]
 #[command(
-    after_help = "Examples:\n  berth run examples/web-app.json\n  berth validate examples/web-app.json\n  berth validate examples/web-app.json --graph text\n  berth completions bash > /etc/bash_completion.d/berth"
+    after_help = "Examples:\n  berth run examples/web-app.json\n  berth validate examples/web-app.json\n  berth validate examples/web-app.json --graph text\n  berth completions bash > /etc/bash_completion.d/berth\n\nConfiguration: every subcommand reads the TOML file --config (default /etc/berth/berth.toml)\nand takes the keys that apply to it; environment variables override the file, flags override\nboth. `berth agent|run|gc --print-config` prints what results. See docs/agent.md."
 )]
 struct Cli {
+    /// A TOML file of options, keys the agent's long option names (e.g. cleanup-wait = "10m").
+    /// Every subcommand takes the keys that apply to it: the agent all of them; `run` data-dir,
+    /// docker-host, volume-plugin and the pull-* keys; `gc` data-dir and docker-host; the client
+    /// commands api-socket (as --agent), `logs` also docker-host; others none. Keys that do not
+    /// apply are ignored; an unknown key is an error (exit 78). Missing is fine at the default
+    /// path; a file given explicitly must exist.
+    #[arg(long, global = true, value_name = "FILE", default_value = config::DEFAULT_CONFIG)]
+    config: std::path::PathBuf,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -69,7 +80,7 @@ fn init_logging(json: bool, default_level: &str) {
 }
 
 fn main() -> ExitCode {
-    let argv = match agent::apply_config_file(std::env::args_os().collect()) {
+    let argv = match config::apply(std::env::args_os().collect()) {
         Ok(argv) => argv,
         Err(err) => {
             eprintln!("berth: error: {err:#}");
@@ -87,7 +98,10 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd_run::run(args),
         Command::Validate(args) => cmd_validate::run(args),
         Command::Gc(args) => cmd_gc::run(args),
-        Command::Agent(args) => agent::run(args),
+        Command::Agent(args) => agent::run(agent::Args {
+            config: cli.config,
+            ..args
+        }),
         Command::Client(cmd) => client::run(cmd),
         Command::VolumePlugin(args) => cmd_volume_plugin::run(args),
         Command::Completions { shell } => {

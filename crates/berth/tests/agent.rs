@@ -799,3 +799,47 @@ fn containers_of_the_agent_read_their_task_metadata() {
     assert_eq!(task["Containers"][0]["Name"], "a");
     assert_eq!(task["Containers"][0]["KnownStatus"], "RUNNING");
 }
+
+#[test]
+fn metrics_are_served_to_the_operator_and_not_on_the_bridge_listener() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-metrics-");
+    let _g = FamilyGuard(family.clone());
+    // A bridge-mode container reaches the metadata endpoint on the Docker bridge's address: its
+    // metadata answers there (polled until it shows RUNNING, so the agent has seen the task
+    // start), /metrics does not (404).
+    let script = r#"for i in $(seq 50); do wget -qO- "$ECS_CONTAINER_METADATA_URI_V4/task" | grep -q '"KnownStatus":"RUNNING"' && break; sleep 0.2; done
+base=${ECS_CONTAINER_METADATA_URI_V4%/v4/*}
+if out=$(wget -qO- "$base/metrics" 2>&1); then echo "served on $base: $out"; exit 3; fi
+echo "$out" | grep -q '404' || { echo "$base: $out"; exit 4; }
+wget -qO- "$ECS_CONTAINER_METADATA_URI_V4" >/dev/null || exit 5"#;
+    let def = json!({"family": family, "containerDefinitions": [container("a", script)]});
+    let id = agent.submit(&def);
+    let v = agent.wait_for(&id, "stopped", stopped);
+    let logs = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["logs", &id, "a", "--agent"])
+        .arg(agent.socket())
+        .output()
+        .expect("berth logs");
+    assert_eq!(
+        v["exitCode"],
+        0,
+        "the bridge listener must answer 404 for /metrics: {v}\n{}\n{}",
+        String::from_utf8_lossy(&logs.stdout),
+        agent.log()
+    );
+    // The operator's (loopback) listener serves it, with the histograms.
+    let metrics = http_get(agent.port, "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
+    for line in [
+        "berth_tasks{status=\"STOPPED\"} 1",
+        "berth_tasks_submitted_total 1",
+        "berth_task_start_duration_seconds_count 1",
+        "berth_docker_request_duration_seconds_count{operation=\"create\"} 1",
+        "berth_docker_request_duration_seconds_count{operation=\"start\"} 1",
+        "# TYPE berth_pull_duration_seconds histogram",
+        "# EOF",
+    ] {
+        assert!(metrics.contains(line), "no {line} in:\n{metrics}");
+    }
+}

@@ -393,8 +393,10 @@ impl MetadataServer {
         Self::start_with_routes(rt, directory, config, listen, Router::new()).await
     }
 
-    /// Like [`MetadataServer::start`], also serving `extra` routes on the same listeners (the
-    /// agent's `/metrics`).
+    /// Like [`MetadataServer::start`], also serving `extra` routes (the agent's `/metrics`) on the
+    /// main listener only: the bridge listener, which every bridge-mode container can reach,
+    /// serves the metadata routes alone (anything else is 404 there). When the main listener
+    /// listens on all addresses, containers can reach it too, `extra` included.
     pub async fn start_with_routes<R: Runtime>(
         rt: Arc<R>,
         directory: Arc<TaskDirectory>,
@@ -437,16 +439,22 @@ impl MetadataServer {
                 host_base,
             },
         };
-        let app = router(rt, directory, config).merge(extra);
+        let app = router(rt, directory, config);
+        let main_app = app.clone().merge(extra);
         let (stop, stopped) = watch::channel(false);
         let mut local_addrs = Vec::new();
         let mut tasks = Vec::new();
-        for l in listeners {
+        for (i, l) in listeners.into_iter().enumerate() {
             if let Ok(a) = l.local_addr() {
                 local_addrs.push(a);
             }
             let mut stopped = stopped.clone();
-            let app = app.clone();
+            // The main listener is first; the others (the bridge's) get no `extra` routes.
+            let app = if i == 0 {
+                main_app.clone()
+            } else {
+                app.clone()
+            };
             tasks.push(tokio::spawn(async move {
                 let listener = axum::serve::ListenerExt::tap_io(l, |tcp| {
                     // Small request/answer exchanges: never wait to coalesce.

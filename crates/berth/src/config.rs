@@ -1,0 +1,562 @@
+//! Configuration layering for every subcommand: the TOML file, then the environment, then the
+//! command line — each later layer wins — and `--print-config`.
+//!
+//! How: before clap parses the command line, [`apply`] reads the file (`--config FILE`, anywhere
+//! on the command line; default [`DEFAULT_CONFIG`], where a missing file is fine) and turns every key
+//! that applies to the chosen subcommand into a flag placed right after the subcommand's name,
+//! before the user's own flags. Clap's `args_override_self` makes the user's later flag win over an
+//! injected one; a key whose environment variable is set (non-empty) is not injected, so the
+//! environment wins over the file (clap, or the code for ECS's names, reads the variable).
+//!
+//! Invariants: every key of the file is checked for every subcommand (an unknown key, or a value of
+//! the wrong type, is an error naming the file and the key, whichever subcommand runs); a known key
+//! that does not apply to this subcommand is ignored there (`metadata-addr` means nothing to
+//! `berth gc`). Which keys each subcommand takes is [`keys_of`]; the keys themselves are [`KEYS`].
+//!
+//! Limits: a boolean key can only be switched on by the file (`false` injects nothing, and no flag
+//! switches it off again); a value that clap rejects is reported by clap under the flag's name.
+
+use anyhow::Context as _;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The default configuration file.
+pub const DEFAULT_CONFIG: &str = "/etc/berth/berth.toml";
+
+/// What a key's value must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A string or an integer, passed as `--flag=VALUE`.
+    Value,
+    /// A boolean switch: `true` passes `--flag`, `false` nothing.
+    Switch,
+}
+
+/// One option the configuration file may set.
+struct Key {
+    /// The key in the file: the agent's long option name.
+    name: &'static str,
+    /// Environment variables that set the same option; any of them (non-empty) beats the file.
+    env: &'static [&'static str],
+    kind: Kind,
+}
+
+const fn key(name: &'static str, env: &'static [&'static str], kind: Kind) -> Key {
+    Key { name, env, kind }
+}
+
+/// Every key the file may hold (the agent takes them all).
+const KEYS: &[Key] = &[
+    key("data-dir", &["BERTH_DATA_DIR"], Kind::Value),
+    key("api-socket", &["BERTH_API_SOCKET"], Kind::Value),
+    key("docker-host", &["DOCKER_HOST"], Kind::Value),
+    key(
+        "cleanup-wait",
+        &[
+            "BERTH_CLEANUP_WAIT",
+            "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
+        ],
+        Kind::Value,
+    ),
+    key("volume-plugin", &["BERTH_VOLUME_PLUGIN"], Kind::Value),
+    key("metadata-addr", &["BERTH_METADATA_ADDR"], Kind::Value),
+    key(
+        "metadata-advertise",
+        &["BERTH_METADATA_ADVERTISE"],
+        Kind::Value,
+    ),
+    key("cluster", &["BERTH_CLUSTER"], Kind::Value),
+    key("metadata-rate-limit", &[], Kind::Value),
+    key("log-format", &[], Kind::Value),
+    key(
+        "pull-behavior",
+        &["BERTH_IMAGE_PULL_BEHAVIOR", "ECS_IMAGE_PULL_BEHAVIOR"],
+        Kind::Value,
+    ),
+    key(
+        "pull-dependent-upfront",
+        &[
+            "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+            "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+        ],
+        Kind::Switch,
+    ),
+    key("pull-timeout", &[], Kind::Value),
+    key("pull-inactivity-timeout", &[], Kind::Value),
+    key("pull-attempts", &[], Kind::Value),
+];
+
+/// The keys `berth run` takes (the task-running options it shares with the agent; not the
+/// metadata endpoint's, which `berth run` serves only when asked on its command line).
+const RUN: &[(&str, &str)] = &[
+    ("data-dir", "data-dir"),
+    ("docker-host", "docker-host"),
+    ("volume-plugin", "volume-plugin"),
+    ("pull-behavior", "pull-behavior"),
+    ("pull-dependent-upfront", "pull-dependent-upfront"),
+    ("pull-timeout", "pull-timeout"),
+    ("pull-inactivity-timeout", "pull-inactivity-timeout"),
+    ("pull-attempts", "pull-attempts"),
+];
+const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-host")];
+/// The client commands reach the agent's socket with `--agent`.
+const CLIENT: &[(&str, &str)] = &[("api-socket", "agent")];
+const LOGS: &[(&str, &str)] = &[("api-socket", "agent"), ("docker-host", "docker-host")];
+const AGENT: &[(&str, &str)] = &[
+    ("data-dir", "data-dir"),
+    ("api-socket", "api-socket"),
+    ("docker-host", "docker-host"),
+    ("cleanup-wait", "cleanup-wait"),
+    ("volume-plugin", "volume-plugin"),
+    ("metadata-addr", "metadata-addr"),
+    ("metadata-advertise", "metadata-advertise"),
+    ("cluster", "cluster"),
+    ("metadata-rate-limit", "metadata-rate-limit"),
+    ("log-format", "log-format"),
+    ("pull-behavior", "pull-behavior"),
+    ("pull-dependent-upfront", "pull-dependent-upfront"),
+    ("pull-timeout", "pull-timeout"),
+    ("pull-inactivity-timeout", "pull-inactivity-timeout"),
+    ("pull-attempts", "pull-attempts"),
+];
+
+/// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
+/// (`validate`, `volume-plugin`, `completions`) take none: the file is still checked.
+fn keys_of(subcommand: &str) -> &'static [(&'static str, &'static str)] {
+    match subcommand {
+        "agent" => AGENT,
+        "run" => RUN,
+        "gc" => GC,
+        "submit" | "ps" | "inspect" | "stop" | "rm" | "events" => CLIENT,
+        "logs" => LOGS,
+        _ => &[],
+    }
+}
+
+/// Where the subcommand's name is in `argv` (the first word after the program that is neither an
+/// option nor the value of `--config`), if any.
+fn subcommand_at(argv: &[OsString]) -> Option<usize> {
+    let mut i = 1;
+    while i < argv.len() {
+        let a = argv[i].to_str()?;
+        if a == "--" {
+            return None;
+        }
+        if a == "--config" {
+            i += 2;
+            continue;
+        }
+        if !a.starts_with('-') {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The file given with `--config FILE` or `--config=FILE`, anywhere before `--`.
+fn explicit_config(argv: &[OsString]) -> Option<PathBuf> {
+    let args = argv.get(1..)?;
+    for (i, a) in args.iter().enumerate() {
+        let Some(a) = a.to_str() else { continue };
+        if a == "--" {
+            break;
+        }
+        if let Some(v) = a.strip_prefix("--config=") {
+            return Some(PathBuf::from(v));
+        }
+        if a == "--config" {
+            return args.get(i + 1).map(PathBuf::from);
+        }
+    }
+    None
+}
+
+/// Layer the configuration file under the environment and the command line (see the module
+/// header). `argv` is the whole command line, program name first.
+pub fn apply(argv: Vec<OsString>) -> anyhow::Result<Vec<OsString>> {
+    layer(
+        argv,
+        |path| std::fs::read_to_string(path),
+        |var| std::env::var_os(var).is_some_and(|v| !v.is_empty()),
+    )
+}
+
+/// [`apply`] with the file reader and the environment given (for tests).
+fn layer(
+    argv: Vec<OsString>,
+    read: impl Fn(&Path) -> std::io::Result<String>,
+    env_set: impl Fn(&str) -> bool,
+) -> anyhow::Result<Vec<OsString>> {
+    let Some(pos) = subcommand_at(&argv) else {
+        return Ok(argv);
+    };
+    if argv[pos] == "help" {
+        return Ok(argv);
+    }
+    let explicit = explicit_config(&argv);
+    let path = explicit
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+    let text = match read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+            return Ok(argv);
+        }
+        Err(e) => anyhow::bail!("cannot read the configuration file {}: {e}", path.display()),
+    };
+    let table: toml::Table = text
+        .parse()
+        .with_context(|| format!("{} is not valid TOML", path.display()))?;
+    let applies = argv[pos].to_str().map(keys_of).unwrap_or(&[]);
+    let mut injected: Vec<OsString> = Vec::new();
+    for (name, value) in &table {
+        let Some(key) = KEYS.iter().find(|k| k.name == name) else {
+            let known: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+            anyhow::bail!(
+                "{}: unknown option {name:?} (known: {})",
+                path.display(),
+                known.join(", ")
+            );
+        };
+        let flag_value = match (key.kind, value) {
+            (Kind::Switch, toml::Value::Boolean(b)) => b.then_some(None),
+            (Kind::Value, toml::Value::String(s)) => Some(Some(s.clone())),
+            (Kind::Value, toml::Value::Integer(n)) => Some(Some(n.to_string())),
+            (Kind::Switch, other) => anyhow::bail!(
+                "{}: option {name:?} must be a boolean (true or false), found {}",
+                path.display(),
+                other.type_str()
+            ),
+            (Kind::Value, other) => anyhow::bail!(
+                "{}: option {name:?} must be a string or a number, found {}",
+                path.display(),
+                other.type_str()
+            ),
+        };
+        let Some((_, flag)) = applies.iter().find(|(k, _)| k == name) else {
+            continue;
+        };
+        if key.env.iter().any(|v| env_set(v)) {
+            continue;
+        }
+        match flag_value {
+            Some(Some(v)) => injected.push(format!("--{flag}={v}").into()),
+            Some(None) => injected.push(format!("--{flag}").into()),
+            None => {}
+        }
+    }
+    let mut out: Vec<OsString> = argv[..=pos].to_vec();
+    out.extend(injected);
+    out.extend(argv[pos + 1..].iter().cloned());
+    Ok(out)
+}
+
+fn duration(d: Duration) -> toml::Value {
+    humantime::format_duration(d).to_string().into()
+}
+
+/// The pull keys, as `berth run` and the agent resolved them.
+fn put_pull(t: &mut toml::Table, pull: &crate::cmd_run::PullArgs) -> anyhow::Result<()> {
+    t.insert("pull-behavior".into(), pull.behavior()?.as_str().into());
+    t.insert("pull-dependent-upfront".into(), pull.upfront().into());
+    t.insert("pull-timeout".into(), duration(pull.pull_timeout));
+    t.insert(
+        "pull-inactivity-timeout".into(),
+        duration(pull.pull_inactivity_timeout),
+    );
+    t.insert("pull-attempts".into(), i64::from(pull.pull_attempts).into());
+    Ok(())
+}
+
+fn put_common(t: &mut toml::Table, data_dir: &Option<PathBuf>, docker_host: &Option<String>) {
+    let data_dir = data_dir
+        .clone()
+        .unwrap_or_else(crate::cmd_run::default_data_dir);
+    t.insert("data-dir".into(), data_dir.display().to_string().into());
+    if let Some(h) = docker_host {
+        t.insert("docker-host".into(), h.clone().into());
+    }
+}
+
+/// The agent's effective configuration (`berth agent --print-config`), as TOML with the long option
+/// names as keys: every key of [`KEYS`] (`docker-host` and `metadata-advertise` when set).
+pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
+    let mut t = toml::Table::new();
+    put_common(&mut t, &args.data_dir, &args.docker_host);
+    t.insert(
+        "api-socket".into(),
+        args.api_socket.display().to_string().into(),
+    );
+    t.insert("cleanup-wait".into(), duration(args.cleanup_wait()?));
+    t.insert("volume-plugin".into(), args.volume_plugin.clone().into());
+    t.insert(
+        "metadata-addr".into(),
+        args.metadata_addr.to_string().into(),
+    );
+    if let Some(a) = &args.metadata_advertise {
+        t.insert("metadata-advertise".into(), a.clone().into());
+    }
+    t.insert("cluster".into(), args.cluster.clone().into());
+    t.insert(
+        "metadata-rate-limit".into(),
+        args.metadata_rate_limit.to_string().into(),
+    );
+    let fmt = match args.log_format {
+        crate::agent::LogFormat::Text => "text",
+        crate::agent::LogFormat::Json => "json",
+    };
+    t.insert("log-format".into(), fmt.into());
+    put_pull(&mut t, &args.pull)?;
+    Ok(toml::to_string(&t)?)
+}
+
+/// `berth run --print-config`: the keys `berth run` takes, as it resolved them.
+pub fn run_toml(args: &crate::cmd_run::Args) -> anyhow::Result<String> {
+    let mut t = toml::Table::new();
+    put_common(&mut t, &args.data_dir, &args.docker_host);
+    t.insert("volume-plugin".into(), args.volume_plugin.clone().into());
+    put_pull(&mut t, &args.pull)?;
+    Ok(toml::to_string(&t)?)
+}
+
+/// `berth gc --print-config`: the keys `berth gc` takes, as it resolved them.
+pub fn gc_toml(args: &crate::cmd_gc::Args) -> anyhow::Result<String> {
+    let mut t = toml::Table::new();
+    put_common(&mut t, &args.data_dir, &args.docker_host);
+    Ok(toml::to_string(&t)?)
+}
+
+impl crate::agent::Args {
+    /// The cleanup wait: the flag or BERTH_CLEANUP_WAIT (via clap), else ECS's
+    /// ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION, else 3 h (ECS's default).
+    pub fn cleanup_wait(&self) -> anyhow::Result<Duration> {
+        if let Some(d) = self.cleanup_wait {
+            return Ok(d);
+        }
+        match std::env::var("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION") {
+            Ok(v) if !v.is_empty() => humantime::parse_duration(&v)
+                .with_context(|| format!("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION={v}")),
+            _ => Ok(Duration::from_secs(3 * 3600)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    fn strs(argv: &[OsString]) -> Vec<&str> {
+        argv.iter().filter_map(|a| a.to_str()).collect()
+    }
+
+    /// `layer` with `file` as the content of every configuration file and `env` the variables set.
+    fn layered(args: &[&str], file: &str, env: &[&str]) -> anyhow::Result<Vec<OsString>> {
+        let file = file.to_string();
+        layer(
+            os(args),
+            move |_| Ok(file.clone()),
+            |v: &str| env.contains(&v),
+        )
+    }
+
+    fn agent(argv: Vec<OsString>) -> crate::agent::Args {
+        match crate::Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(crate::Command::Agent(a)) => a,
+            other => panic!("not the agent: {other:?}"),
+        }
+    }
+
+    /// Tests that set process environment variables hold this lock.
+    static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn file_values_come_before_the_users_flags_which_win() {
+        let argv = layered(
+            &["berth", "agent", "--cleanup-wait", "30s"],
+            "cleanup-wait = \"10m\"\npull-attempts = 3\npull-dependent-upfront = true\n",
+            &[],
+        )
+        .expect("layered");
+        assert_eq!(
+            strs(&argv),
+            [
+                "berth",
+                "agent",
+                "--cleanup-wait=10m",
+                "--pull-attempts=3",
+                "--pull-dependent-upfront",
+                "--cleanup-wait",
+                "30s"
+            ]
+        );
+        let a = agent(argv);
+        assert_eq!(
+            a.cleanup_wait,
+            Some(Duration::from_secs(30)),
+            "the flag wins"
+        );
+        assert_eq!(a.pull.pull_attempts, 3, "the file fills in the rest");
+        assert!(a.pull.pull_dependent_upfront);
+    }
+
+    #[test]
+    fn the_environment_beats_the_file() {
+        let file = "cleanup-wait = \"10m\"\npull-behavior = \"once\"\n";
+        let argv = layered(
+            &["berth", "agent"],
+            file,
+            &["ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION"],
+        )
+        .expect("layered");
+        assert_eq!(
+            strs(&argv),
+            ["berth", "agent", "--pull-behavior=once"],
+            "a key whose variable is set is left to the environment"
+        );
+        let argv =
+            layered(&["berth", "agent"], file, &["BERTH_IMAGE_PULL_BEHAVIOR"]).expect("layered");
+        assert_eq!(strs(&argv), ["berth", "agent", "--cleanup-wait=10m"]);
+    }
+
+    #[test]
+    fn a_flag_beats_the_environment() {
+        let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: only this module's tests set variables, one at a time under `ENV`; the crate's
+        // other unit tests read the environment through std, whose own lock orders them.
+        unsafe { std::env::set_var("BERTH_CLEANUP_WAIT", "20m") };
+        let from_env = agent(layered(&["berth", "agent"], "", &[]).expect("layered"));
+        let from_flag =
+            agent(layered(&["berth", "agent", "--cleanup-wait=30s"], "", &[]).expect("layered"));
+        // SAFETY: as above.
+        unsafe { std::env::remove_var("BERTH_CLEANUP_WAIT") };
+        assert_eq!(from_env.cleanup_wait, Some(Duration::from_secs(20 * 60)));
+        assert_eq!(from_flag.cleanup_wait, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_file_and_the_known_keys() {
+        for sub in ["agent", "gc", "validate"] {
+            let err = layered(
+                &["berth", sub, "--config", "/x/b.toml"],
+                "cleanup_wait = 1\n",
+                &[],
+            )
+            .expect_err("unknown key");
+            let msg = format!("{err:#}");
+            assert!(
+                msg.starts_with("/x/b.toml: unknown option \"cleanup_wait\" (known: data-dir, api-socket, docker-host, cleanup-wait,"),
+                "{sub}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_an_error_naming_the_key() {
+        let err = layered(
+            &["berth", "agent"],
+            "pull-dependent-upfront = \"yes\"\n",
+            &[],
+        )
+        .expect_err("wrong type");
+        assert_eq!(
+            format!("{err:#}"),
+            "/etc/berth/berth.toml: option \"pull-dependent-upfront\" must be a boolean (true or false), found string"
+        );
+        let err =
+            layered(&["berth", "ps"], "cleanup-wait = [\"1m\"]\n", &[]).expect_err("wrong type");
+        assert_eq!(
+            format!("{err:#}"),
+            "/etc/berth/berth.toml: option \"cleanup-wait\" must be a string or a number, found array"
+        );
+        let err = layered(&["berth", "agent"], "cleanup-wait = \n", &[]).expect_err("not TOML");
+        assert!(format!("{err:#}").starts_with("/etc/berth/berth.toml is not valid TOML"));
+    }
+
+    #[test]
+    fn each_subcommand_takes_the_keys_that_apply_to_it() {
+        let file = "data-dir = \"/d\"\napi-socket = \"/s.sock\"\nmetadata-addr = \"127.0.0.1:1\"\npull-attempts = 2\ndocker-host = \"unix:///d.sock\"\n";
+        let cases: &[(&[&str], &[&str])] = &[
+            (
+                &["berth", "run", "t.json"],
+                &[
+                    "berth",
+                    "run",
+                    "--data-dir=/d",
+                    "--docker-host=unix:///d.sock",
+                    "--pull-attempts=2",
+                    "t.json",
+                ],
+            ),
+            (
+                &["berth", "gc", "--dry-run"],
+                &[
+                    "berth",
+                    "gc",
+                    "--data-dir=/d",
+                    "--docker-host=unix:///d.sock",
+                    "--dry-run",
+                ],
+            ),
+            (
+                &["berth", "ps", "-a"],
+                &["berth", "ps", "--agent=/s.sock", "-a"],
+            ),
+            (
+                &["berth", "logs", "T", "c"],
+                &[
+                    "berth",
+                    "logs",
+                    "--agent=/s.sock",
+                    "--docker-host=unix:///d.sock",
+                    "T",
+                    "c",
+                ],
+            ),
+            (
+                &["berth", "validate", "t.json"],
+                &["berth", "validate", "t.json"],
+            ),
+            (&["berth", "--version"], &["berth", "--version"]),
+        ];
+        // In the file's key order (toml sorts the table).
+        for (args, want) in cases {
+            let argv = layered(args, file, &[]).expect("layered");
+            assert_eq!(strs(&argv), *want);
+            if args[1] != "--version" {
+                crate::Cli::try_parse_from(argv).expect("clap accepts it");
+            }
+        }
+    }
+
+    #[test]
+    fn config_is_found_before_or_after_the_subcommand() {
+        let read = |p: &Path| match p.to_str() {
+            Some("/mine.toml") => Ok("api-socket = \"/mine.sock\"\n".to_string()),
+            _ => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+        };
+        for args in [
+            &["berth", "--config", "/mine.toml", "ps"][..],
+            &["berth", "--config=/mine.toml", "ps"][..],
+            &["berth", "ps", "--config", "/mine.toml"][..],
+        ] {
+            let argv = layer(os(args), read, |_| false).expect("layered");
+            assert!(strs(&argv).contains(&"--agent=/mine.sock"), "{args:?}");
+            crate::Cli::try_parse_from(argv).expect("clap accepts it");
+        }
+        // Missing at the default path is fine; missing when named is an error.
+        let argv = layer(os(&["berth", "ps"]), read, |_| false).expect("no file is fine");
+        assert_eq!(strs(&argv), ["berth", "ps"]);
+        let err = layer(os(&["berth", "ps", "--config", "/nope.toml"]), read, |_| {
+            false
+        })
+        .expect_err("named file missing");
+        assert!(format!("{err:#}").starts_with("cannot read the configuration file /nope.toml"));
+    }
+}
