@@ -122,7 +122,8 @@ const AGENT: &[(&str, &str)] = &[
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
-/// (`validate`, `volume-plugin`, `completions`) take none: the file is still checked.
+/// (`validate`, `volume-plugin`, `completions`) take none: they read the file only when `--config`
+/// names it (then it is still checked), never the default one.
 fn keys_of(subcommand: &str) -> &'static [(&'static str, &'static str)] {
     match subcommand {
         "agent" => AGENT,
@@ -196,6 +197,12 @@ fn layer(
         return Ok(argv);
     }
     let explicit = explicit_config(&argv);
+    let applies = argv[pos].to_str().map(keys_of).unwrap_or(&[]);
+    // A subcommand that takes no key (validate, completions, volume-plugin) does not read the
+    // default file at all: a broken /etc/berth/berth.toml must not break `berth validate`.
+    if applies.is_empty() && explicit.is_none() {
+        return Ok(argv);
+    }
     let path = explicit
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
@@ -209,7 +216,6 @@ fn layer(
     let table: toml::Table = text
         .parse()
         .with_context(|| format!("{} is not valid TOML", path.display()))?;
-    let applies = argv[pos].to_str().map(keys_of).unwrap_or(&[]);
     let mut injected: Vec<OsString> = Vec::new();
     for (name, value) in &table {
         let Some(key) = KEYS.iter().find(|k| k.name == name) else {
@@ -455,6 +461,20 @@ mod tests {
                 "{sub}: {msg}"
             );
         }
+    }
+
+    #[test]
+    fn a_subcommand_without_keys_does_not_read_a_broken_default_file() {
+        let argv = layered(&["berth", "validate", "t.json"], "cleanup-wait = \n", &[])
+            .expect("the default file is not read");
+        assert_eq!(strs(&argv), ["berth", "validate", "t.json"]);
+        let err = layered(
+            &["berth", "validate", "--config", "/x/b.toml", "t.json"],
+            "cleanup-wait = \n",
+            &[],
+        )
+        .expect_err("a file named with --config is checked");
+        assert!(format!("{err:#}").starts_with("/x/b.toml is not valid TOML"));
     }
 
     #[test]
