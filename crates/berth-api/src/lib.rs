@@ -1,9 +1,15 @@
-//! berth-api: the HTTP interfaces berth serves. For now the task metadata endpoint
-//! ([`metadata`]): ECS's `/v4/<id>` (and `/v3/<id>`) routes that containers read through
-//! `$ECS_CONTAINER_METADATA_URI_V4`, so monitoring sidecars and exporters written for ECS work
-//! unchanged.
+//! berth-api: the HTTP interfaces berth serves.
 //!
-//! Answers are built from each task actor's published snapshot (a `watch` channel) plus
-//! dynamic details asked of the [`berth_engine::Runtime`]; nothing here holds a lock the engine uses.
+//! - [`control`]: the agent's control API on its Unix socket (submit, list, inspect, stop, remove,
+//!   events, health), written against the [`control::ControlPlane`] trait the agent implements,
+//!   with the request/response types the CLI client shares.
+//! - [`metadata`]: the task metadata endpoint, ECS's `/v4/<id>` (and `/v3/<id>`) routes that
+//!   containers read through `$ECS_CONTAINER_METADATA_URI_V4`, so monitoring sidecars and
+//!   exporters written for ECS work unchanged. Answers are built from each task actor's published
+//!   snapshot (a `watch` channel) plus dynamic details asked of the [`berth_engine::Runtime`];
+//!   nothing here holds a lock the engine uses.
+//!
+//! Neither needs the state store or Docker directly: the agent provides both behind traits.
 
+pub mod control;
 pub mod metadata;

@@ -3,37 +3,36 @@
 //! restart (adopting its containers from Docker, creating nothing twice), and cleans tasks up after
 //! `--cleanup-wait`.
 //!
-//! One actor per task (the engine's `run_task`); this module only owns the table of running
-//! tasks (a std mutex never held across an `.await`), the cleanup timers and the HTTP routes.
+//! One actor per task (the engine's `run_task`). This module owns the agent's arguments, the table
+//! of running tasks (a std mutex never held across an `.await`), spawning each task's actor, its
+//! report fan-out and its cleanup (all through one `TaskTracker`), the cleanup timers, and start-up
+//! wiring (store, Docker, metadata endpoint, resuming stored tasks, the control socket). Elsewhere:
+//! the control API's routes, handlers and types in `berth_api::control` ([`control`] is this agent's
+//! side of its `ControlPlane` trait), configuration layering in `crate::config`, `/metrics` in
+//! `crate::metrics`.
 //! SIGTERM stops accepting work and exits; running containers keep running (a restarted agent
 //! adopts them).
+
+mod control;
 
 use crate::cmd_run::PullArgs;
 use crate::datadir::{DataDirLock, LockError};
 use crate::metrics::Timed;
 use anyhow::Context as _;
-use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use berth_docker::DockerRuntime;
-use berth_engine::report::{self, Report, now_ms};
-use berth_engine::{Command, Options, PullBehavior, RunConfig, Status, TaskState};
+use berth_engine::report::{Report, now_ms};
+use berth_engine::{Command, Options, PullBehavior, RunConfig, TaskState};
 use berth_store::{Store, TaskRecord};
-use serde::Deserialize;
-use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, watch};
+use tokio_util::task::TaskTracker;
 
 /// The default control socket.
 pub const DEFAULT_API_SOCKET: &str = "/run/berth/berth.sock";
-/// Largest task definition the API accepts.
-const MAX_BODY: usize = 1024 * 1024;
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -138,6 +137,9 @@ struct Agent {
     directory: Arc<berth_api::metadata::TaskDirectory>,
     /// Where containers reach the metadata endpoint (set once it listens).
     metadata: std::sync::OnceLock<berth_engine::spec::MetadataEndpoint>,
+    /// Every task the agent spawns (each task's report fan-out, its actor and its cleanup) goes
+    /// through this tracker, so shutdown can close it and wait for them.
+    tracker: TaskTracker,
 }
 
 impl Agent {
@@ -163,7 +165,7 @@ impl Agent {
         );
         let events = self.events.clone();
         let mut observer = self.metrics.observer(&state);
-        tokio::spawn(async move {
+        self.tracker.spawn(async move {
             while let Some(r) = rep_rx.recv().await {
                 observer.observe(&r);
                 if !r.is_progress()
@@ -185,7 +187,7 @@ impl Agent {
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
-        tokio::spawn(async move {
+        self.tracker.spawn(async move {
             let done =
                 berth_engine::run_task(agent.rt.clone(), state, config, rep_tx, cmd_rx, snap_tx)
                     .await;
@@ -261,186 +263,6 @@ impl Agent {
     }
 }
 
-/// One task as the API shows it.
-fn task_json(state: &TaskState, cleanup: Option<&berth_store::Cleanup>) -> Value {
-    let mut v = json!({
-        "task": state.id,
-        "family": state.definition.family,
-        "revision": state.definition.revision,
-        "known": state.known(),
-        "desired": state.desired,
-        "stoppedReason": state.stopped_reason,
-        "exitCode": (state.known() == Status::Stopped).then(|| report::task_exit_code(state)),
-        "createdAt": report::rfc3339(state.created_at),
-        "containers": state.containers.iter().map(|c| json!({
-            "name": c.name,
-            "known": c.known,
-            "desired": c.desired,
-            "exitCode": c.exit_code,
-            "reason": c.reason,
-            "dockerId": c.docker_id,
-            "dockerName": c.docker_name,
-        })).collect::<Vec<_>>(),
-    });
-    if let Some(c) = cleanup {
-        v["cleanup"] = json!({"refused": c.refused, "attempts": c.attempts,
-            "stoppedAt": c.stopped_at.map(report::rfc3339)});
-    }
-    v
-}
-
-/// API errors, mapped to HTTP statuses in one exhaustive match.
-enum ApiError {
-    NotFound(String),
-    Invalid(Vec<String>),
-    Store(String),
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, body) = match self {
-            ApiError::NotFound(id) => (
-                StatusCode::NOT_FOUND,
-                json!({"error": format!("no task {id}")}),
-            ),
-            ApiError::Invalid(problems) => (
-                StatusCode::BAD_REQUEST,
-                json!({"error": "invalid task definition", "problems": problems}),
-            ),
-            ApiError::Store(m) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                json!({"error": format!("state store: {m}")}),
-            ),
-        };
-        (status, Json(body)).into_response()
-    }
-}
-
-async fn submit(State(agent): State<Arc<Agent>>, body: bytes::Bytes) -> Result<Response, ApiError> {
-    let parsed = berth_model::parse_bytes(&body).map_err(|invalid| {
-        ApiError::Invalid(invalid.problems.iter().map(ToString::to_string).collect())
-    })?;
-    let state = TaskState::new(berth_engine::new_task_id(), parsed.definition, now_ms());
-    // Stored (with every container's Docker name) before anything is created.
-    agent
-        .store
-        .save_state(&state)
-        .map_err(|e| ApiError::Store(e.to_string()))?;
-    let id = state.id.clone();
-    agent.metrics.task_submitted();
-    agent.spawn(state, false);
-    let warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"task": id, "warnings": warnings})),
-    )
-        .into_response())
-}
-
-#[derive(Deserialize)]
-struct ListQuery {
-    status: Option<String>,
-    family: Option<String>,
-}
-
-async fn list(
-    State(agent): State<Arc<Agent>>,
-    Query(q): Query<ListQuery>,
-) -> Result<Json<Vec<Value>>, ApiError> {
-    let records = agent
-        .store
-        .tasks()
-        .map_err(|e| ApiError::Store(e.to_string()))?;
-    let out = records
-        .iter()
-        .map(|r| {
-            let state = agent
-                .snapshot(&r.state.id)
-                .unwrap_or_else(|| r.state.clone());
-            (state, r.cleanup.clone())
-        })
-        .filter(|(s, _)| {
-            q.status
-                .as_deref()
-                .is_none_or(|st| s.known().as_str().eq_ignore_ascii_case(st))
-        })
-        .filter(|(s, _)| q.family.as_deref().is_none_or(|f| s.definition.family == f))
-        .map(|(s, c)| task_json(&s, Some(&c)))
-        .collect();
-    Ok(Json(out))
-}
-
-async fn inspect(
-    State(agent): State<Arc<Agent>>,
-    UrlPath(id): UrlPath<String>,
-) -> Result<Json<Value>, ApiError> {
-    let rec = agent
-        .store
-        .get_task(&id)
-        .map_err(|e| ApiError::Store(e.to_string()))?
-        .ok_or_else(|| ApiError::NotFound(id.clone()))?;
-    let state = agent.snapshot(&id).unwrap_or(rec.state);
-    Ok(Json(task_json(&state, Some(&rec.cleanup))))
-}
-
-async fn stop(
-    State(agent): State<Arc<Agent>>,
-    UrlPath(id): UrlPath<String>,
-) -> Result<Response, ApiError> {
-    let sender = agent.tasks().get(&id).map(|e| e.commands.clone());
-    let sender = sender.ok_or_else(|| ApiError::NotFound(id.clone()))?;
-    let _ = sender
-        .send(Command::Stop {
-            reason: "stopped through the API".into(),
-        })
-        .await;
-    Ok((StatusCode::ACCEPTED, Json(json!({"task": id}))).into_response())
-}
-
-async fn remove(
-    State(agent): State<Arc<Agent>>,
-    UrlPath(id): UrlPath<String>,
-) -> Result<Response, ApiError> {
-    let entry = agent
-        .tasks()
-        .get(&id)
-        .map(|e| (e.commands.clone(), e.cleanup_now.clone()));
-    let (sender, now) = entry.ok_or_else(|| ApiError::NotFound(id.clone()))?;
-    let _ = sender
-        .send(Command::Stop {
-            reason: "removed through the API".into(),
-        })
-        .await;
-    // Wakes the cleanup timer now, or as soon as the task has stopped.
-    now.notify_one();
-    Ok((StatusCode::ACCEPTED, Json(json!({"task": id}))).into_response())
-}
-
-async fn events(State(agent): State<Arc<Agent>>) -> Response {
-    let rx = agent.events.subscribe();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(line) => {
-                    return Some((Ok::<_, std::convert::Infallible>(format!("{line}\n")), rx));
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    });
-    (
-        [("content-type", "application/x-ndjson")],
-        axum::body::Body::from_stream(stream),
-    )
-        .into_response()
-}
-
-async fn health(State(agent): State<Arc<Agent>>) -> Json<Value> {
-    let n = agent.tasks().len();
-    Json(json!({"status": "ok", "tasks": n}))
-}
-
 /// Start the metadata endpoint with `/metrics` beside it on the main listener only (not on the
 /// bridge listener that containers reach). When the Docker bridge's address cannot be used (no
 /// bridge network), bridge-mode containers are given the main listener's address and a warning
@@ -507,38 +329,6 @@ async fn start_metadata(
     Ok(server)
 }
 
-fn router(agent: Arc<Agent>) -> Router {
-    Router::new()
-        .route("/v1/tasks", post(submit).get(list))
-        .route("/v1/tasks/{id}", get(inspect).delete(remove))
-        .route("/v1/tasks/{id}/stop", post(stop))
-        .route("/v1/events", get(events))
-        .route("/v1/health", get(health))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
-        .with_state(agent)
-}
-
-/// Bind the control socket: parent directory created, a stale socket (nobody answering) replaced,
-/// mode 0600.
-async fn bind(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    if path.exists() {
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
-            anyhow::bail!("another agent answers on {}", path.display());
-        }
-        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
-    }
-    let listener = tokio::net::UnixListener::bind(path)
-        .with_context(|| format!("binding {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("setting the mode of {}", path.display()))?;
-    Ok(listener)
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.print_config {
         print!("{}", crate::config::agent_toml(&args)?);
@@ -598,6 +388,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         metrics,
         directory: Arc::new(berth_api::metadata::TaskDirectory::new()),
         metadata: std::sync::OnceLock::new(),
+        tracker: TaskTracker::new(),
     });
     tracing::info!(
         config = %args.config.display(),
@@ -635,13 +426,13 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => tracing::warn!(error = %e, "cannot list berth's containers"),
     }
-    let listener = bind(&args.api_socket).await?;
+    let listener = berth_api::control::bind(&args.api_socket).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     // Every state change is already in the store: on SIGTERM the agent just stops serving and
     // exits; containers keep running and the next agent adopts them.
     tokio::select! {
-        r = axum::serve(listener, router(agent)) => r.context("serving the control API")?,
+        r = berth_api::control::serve(listener, Arc::new(control::Control(agent))) => r.context("serving the control API")?,
         _ = sigterm.recv() => tracing::info!("SIGTERM: berth agent stopping; running tasks keep running"),
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: berth agent stopping; running tasks keep running"),
     }

@@ -1,13 +1,19 @@
 //! The CLI client of `berth agent`: `submit`, `ps`, `inspect`, `stop`, `rm`, `events`, talking
 //! HTTP/JSON to the agent's control socket (hyper's HTTP/1 client over a Unix stream).
+//!
+//! Every answer is read into the control API's own types (`berth_api::control::types`, the ones the
+//! server writes): a field the agent renamed or dropped is an error naming it, never an empty
+//! column. Event lines are passed through as the agent sent them; only their head is read.
 
 use crate::output::{Output, table};
 use anyhow::{Context as _, anyhow, bail};
+use berth_api::control::{Accepted, ErrorBody, EventHead, ListQuery, SubmitResponse, TaskView};
+use berth_engine::Status;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -108,13 +114,13 @@ fn request(method: Method, path: &str, body: Vec<u8>) -> anyhow::Result<Request<
         .context("building the request")
 }
 
-/// One request, the whole answer.
+/// One request, the whole answer (status and body bytes).
 async fn call(
     socket: &Path,
     method: Method,
     path: &str,
     body: Vec<u8>,
-) -> anyhow::Result<(StatusCode, Value)> {
+) -> anyhow::Result<(StatusCode, Bytes)> {
     let mut sender = connect(socket).await?;
     let resp = sender
         .send_request(request(method, path, body)?)
@@ -127,16 +133,33 @@ async fn call(
         .await
         .context("reading the agent's answer")?
         .to_bytes();
-    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Ok((status, value))
+    Ok((status, bytes))
+}
+
+/// The agent's error body, when its answer is one.
+fn error_body(body: &[u8]) -> Option<ErrorBody> {
+    serde_json::from_slice(body).ok()
 }
 
 /// The agent's error message, or a generic one.
-fn error_of(status: StatusCode, v: &Value) -> anyhow::Error {
-    match v["error"].as_str() {
-        Some(e) => anyhow!("{e}"),
+fn error_of(status: StatusCode, body: &[u8]) -> anyhow::Error {
+    match error_body(body) {
+        Some(e) => anyhow!("{}", e.error),
         None => anyhow!("the agent answered {status}"),
     }
+}
+
+/// A successful answer read as `T`, or the agent's error.
+fn decode<T: DeserializeOwned>(status: StatusCode, body: &[u8]) -> anyhow::Result<T> {
+    if !status.is_success() {
+        return Err(error_of(status, body));
+    }
+    serde_json::from_slice(body).with_context(|| {
+        format!(
+            "the agent's answer is not what this berth expects (a different version?): {}",
+            String::from_utf8_lossy(body)
+        )
+    })
 }
 
 pub fn run(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
@@ -147,22 +170,25 @@ pub fn run(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
     runtime.block_on(run_async(cmd))
 }
 
-fn print_json(v: &Value) {
+fn print_json(v: &impl serde::Serialize) {
     println!("{}", serde_json::to_string(v).unwrap_or_default());
 }
 
-fn print_tasks(tasks: &[Value]) {
+fn or_dash(v: Option<&str>) -> String {
+    v.unwrap_or("-").to_string()
+}
+
+fn print_tasks(tasks: &[TaskView]) {
     let rows: Vec<[String; 6]> = tasks
         .iter()
         .map(|t| {
-            let s = |k: &str| t[k].as_str().unwrap_or("-").to_string();
             [
-                s("task").chars().take(12).collect(),
-                format!("{}:{}", s("family"), t["revision"]),
-                s("known"),
-                t["exitCode"].as_i64().map_or("-".into(), |c| c.to_string()),
-                t["containers"].as_array().map_or(0, Vec::len).to_string(),
-                s("stoppedReason"),
+                t.task.chars().take(12).collect(),
+                format!("{}:{}", t.family, t.revision),
+                t.known.to_string(),
+                t.exit_code.map_or("-".into(), |c| c.to_string()),
+                t.containers.len().to_string(),
+                or_dash(t.stopped_reason.as_deref()),
             ]
         })
         .collect();
@@ -175,35 +201,31 @@ fn print_tasks(tasks: &[Value]) {
     );
 }
 
-fn print_task(t: &Value) {
-    let s = |v: &Value| v.as_str().unwrap_or("-").to_string();
+fn print_task(t: &TaskView) {
     println!(
         "task {} {}:{} {} (desired {}) — {}",
-        s(&t["task"]),
-        s(&t["family"]),
-        t["revision"],
-        s(&t["known"]),
-        s(&t["desired"]),
-        s(&t["stoppedReason"])
+        t.task,
+        t.family,
+        t.revision,
+        t.known,
+        t.desired,
+        or_dash(t.stopped_reason.as_deref())
     );
-    let rows: Vec<[String; 5]> = t["containers"]
-        .as_array()
-        .map(|cs| {
-            cs.iter()
-                .map(|c| {
-                    [
-                        s(&c["name"]),
-                        s(&c["known"]),
-                        c["exitCode"].as_i64().map_or("-".into(), |e| e.to_string()),
-                        c["dockerId"]
-                            .as_str()
-                            .map_or("-".into(), |d| d.chars().take(12).collect()),
-                        s(&c["reason"]),
-                    ]
-                })
-                .collect()
+    let rows: Vec<[String; 5]> = t
+        .containers
+        .iter()
+        .map(|c| {
+            [
+                c.name.clone(),
+                c.known.to_string(),
+                c.exit_code.map_or("-".into(), |e| e.to_string()),
+                c.docker_id
+                    .as_deref()
+                    .map_or("-".into(), |d| d.chars().take(12).collect()),
+                or_dash(c.reason.as_deref()),
+            ]
         })
-        .unwrap_or_default();
+        .collect();
     print!(
         "{}",
         table(
@@ -211,7 +233,7 @@ fn print_task(t: &Value) {
             &rows
         )
     );
-    if let Some(r) = t["cleanup"]["refused"].as_str() {
+    if let Some(r) = t.cleanup.as_ref().and_then(|c| c.refused.as_deref()) {
         println!("{r}");
     }
 }
@@ -233,22 +255,28 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
             } else {
                 None
             };
-            let (status, v) = call(&agent.agent, Method::POST, "/v1/tasks", body).await?;
-            if status == StatusCode::BAD_REQUEST {
-                for p in v["problems"].as_array().into_iter().flatten() {
-                    eprintln!("{}", p.as_str().unwrap_or_default());
+            let (status, answer) = call(&agent.agent, Method::POST, "/v1/tasks", body).await?;
+            if status == StatusCode::BAD_REQUEST
+                && let Some(ErrorBody {
+                    problems: Some(problems),
+                    ..
+                }) = error_body(&answer)
+            {
+                for p in problems {
+                    eprintln!("{p}");
                 }
                 return Ok(ExitCode::from(crate::input::EXIT_INVALID));
             }
             if status != StatusCode::CREATED {
-                return Err(error_of(status, &v));
+                return Err(error_of(status, &answer));
             }
-            for w in v["warnings"].as_array().into_iter().flatten() {
-                eprintln!("warning: {}", w.as_str().unwrap_or_default());
+            let submitted: SubmitResponse = decode(status, &answer)?;
+            for w in &submitted.warnings {
+                eprintln!("warning: {w}");
             }
-            let id = v["task"].as_str().unwrap_or_default().to_string();
+            let id = submitted.task.clone();
             match agent.output {
-                Output::Json => print_json(&v),
+                Output::Json => print_json(&submitted),
                 Output::Text => println!("{id}"),
             }
             if let Some(events) = events.as_mut() {
@@ -257,29 +285,26 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                 if agent.output == Output::Text {
                     print_task(&t);
                 }
-                let code = t["exitCode"].as_i64().unwrap_or(125);
+                let code = t.exit_code.unwrap_or(125);
                 return Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)));
             }
             Ok(ExitCode::SUCCESS)
         }
         ClientCommand::Ps { all, family, agent } => {
+            let query = ListQuery {
+                status: None,
+                family,
+            };
             let mut path = String::from("/v1/tasks");
-            if let Some(f) = family {
-                path.push_str(&format!("?family={f}"));
+            if query != ListQuery::default() {
+                path.push('?');
+                path.push_str(&serde_urlencoded::to_string(&query).context("the query")?);
             }
-            let (status, v) = call(&agent.agent, Method::GET, &path, vec![]).await?;
-            if !status.is_success() {
-                return Err(error_of(status, &v));
-            }
-            let tasks: Vec<Value> = v
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|t| all || t["known"] != "STOPPED")
-                .collect();
+            let (status, answer) = call(&agent.agent, Method::GET, &path, vec![]).await?;
+            let mut tasks: Vec<TaskView> = decode(status, &answer)?;
+            tasks.retain(|t| all || t.known != Status::Stopped);
             match agent.output {
-                Output::Json => print_json(&Value::Array(tasks)),
+                Output::Json => print_json(&tasks),
                 Output::Text => print_tasks(&tasks),
             }
             Ok(ExitCode::SUCCESS)
@@ -310,12 +335,12 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
             use futures_util::StreamExt as _;
             use std::io::Write as _;
             let v = get_task(&agent, &task).await?;
-            let c = v["containers"]
-                .as_array()
-                .and_then(|cs| cs.iter().find(|c| c["name"] == container.as_str()))
+            let c = v
+                .container(&container)
                 .ok_or_else(|| anyhow!("task {task} has no container named {container}"))?;
-            let id = c["dockerId"]
-                .as_str()
+            let id = c
+                .docker_id
+                .as_deref()
                 .ok_or_else(|| anyhow!("container {container} was never created: no logs"))?;
             let docker = berth_docker::connect(docker_host.as_deref())
                 .await
@@ -343,18 +368,15 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// One task as the agent shows it, or the agent's error.
-async fn get_task(agent: &AgentArgs, task: &str) -> anyhow::Result<Value> {
-    let (status, v) = call(
+async fn get_task(agent: &AgentArgs, task: &str) -> anyhow::Result<TaskView> {
+    let (status, answer) = call(
         &agent.agent,
         Method::GET,
         &format!("/v1/tasks/{task}"),
         vec![],
     )
     .await?;
-    if !status.is_success() {
-        return Err(error_of(status, &v));
-    }
-    Ok(v)
+    decode(status, &answer)
 }
 
 /// A request that changes something: print `done` on success, the agent's error otherwise.
@@ -364,10 +386,9 @@ async fn act(
     path: &str,
     done: &str,
 ) -> anyhow::Result<ExitCode> {
-    let (status, v) = call(&agent.agent, method, path, vec![]).await?;
-    if !status.is_success() {
-        return Err(error_of(status, &v));
-    }
+    let (status, answer) = call(&agent.agent, method, path, vec![]).await?;
+    // Read to check the agent's answer; what is printed does not depend on it.
+    let _accepted: Accepted = decode(status, &answer)?;
     println!("{done}");
     Ok(ExitCode::SUCCESS)
 }
@@ -413,14 +434,17 @@ async fn next_line(ev: &mut Events) -> anyhow::Result<Option<String>> {
 
 async fn wait_stopped(ev: &mut Events, id: &str, out: Output) -> anyhow::Result<()> {
     while let Some(line) = next_line(ev).await? {
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["task"] != id {
+        // Lines of other tasks, or of kinds this berth does not know, are not ours to read.
+        let Ok(head) = serde_json::from_str::<EventHead>(&line) else {
+            continue;
+        };
+        if head.task != id {
             continue;
         }
         if out == Output::Json {
             println!("{line}");
         }
-        if v["event"] == "task" && v["known"] == "STOPPED" {
+        if head.is_task_stopped(id) {
             return Ok(());
         }
     }

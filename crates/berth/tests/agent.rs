@@ -843,3 +843,41 @@ wget -qO- "$ECS_CONTAINER_METADATA_URI_V4" >/dev/null || exit 5"#;
         assert!(metrics.contains(line), "no {line} in:\n{metrics}");
     }
 }
+
+#[test]
+fn stop_of_a_stopped_task_says_so_and_rm_still_cleans_it_up() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-stopped-");
+    let _g = FamilyGuard(family.clone());
+    let def = json!({"family": family, "containerDefinitions": [container("a", "exit 0")]});
+    let id = agent.submit(&def);
+    agent.wait_for(&id, "stopped", stopped);
+    let (code, out, err) = agent.cli(&["stop", &id]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!("task {id} is already stopped")),
+        "{err}"
+    );
+    assert!(!out.contains("stopping"), "{out}");
+    let (code, out, err) = agent.cli(&["rm", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("removing {id}"));
+    let t = Instant::now();
+    loop {
+        let (_, ps, _) = agent.cli(&["ps", "-a", "--output", "json"]);
+        let tasks: Vec<Value> = serde_json::from_str(&ps).expect("JSON");
+        if !tasks.iter().any(|t| t["task"] == id) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "not cleaned up: {ps}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(family_containers(&family).is_empty(), "containers removed");
+    let (code, _, err) = agent.cli(&["rm", &id]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("no task {id}")), "{err}");
+}

@@ -1,0 +1,231 @@
+//! One handler per control route, generic over the [`ControlPlane`], and the (command, phase) rule
+//! that decides what `stop` and `rm` do to a task in each phase.
+//!
+//! Invariants: a handler answers JSON or a [`ControlError`] (which answers JSON); extractor
+//! rejections (a body over the limit, a bad query) are mapped to `ControlError` here, never passed
+//! through as axum's plain-text answers. The task definition is checked here (berth-model), so the
+//! plane is only ever given valid definitions.
+
+use super::error::ControlError;
+use super::types::{Accepted, Health, HealthStatus, ListQuery, SubmitResponse, TaskView};
+use super::{ControlPlane, Phase};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// The reason a task stopped by `POST /v1/tasks/{id}/stop` shows.
+pub const STOP_REASON: &str = "stopped through the API";
+/// The reason a task stopped by `DELETE /v1/tasks/{id}` shows.
+pub const REMOVE_REASON: &str = "removed through the API";
+
+/// A command on one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// `POST /v1/tasks/{id}/stop`.
+    Stop,
+    /// `DELETE /v1/tasks/{id}`.
+    Remove,
+}
+
+/// What a command does to the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Send the actor a stop.
+    Stop,
+    /// Send the actor a stop, and clean up as soon as the task has stopped.
+    StopThenCleanUp,
+    /// Clean up now (at once, or as soon as the stop under way ends).
+    CleanUpNow,
+}
+
+/// The (command, phase) rule: one exhaustive match, whose last arm rejects the illegal case.
+pub fn answer(verb: Verb, phase: Phase, task: &str) -> Result<Effect, ControlError> {
+    match (verb, phase) {
+        // Stopping already: the stop is sent again (the actor keeps the first reason, and makes
+        // sure every container's desired status is STOPPED).
+        (Verb::Stop, Phase::Active | Phase::Stopping) => Ok(Effect::Stop),
+        (Verb::Remove, Phase::Active | Phase::Stopping) => Ok(Effect::StopThenCleanUp),
+        (Verb::Remove, Phase::Stopped) => Ok(Effect::CleanUpNow),
+        (Verb::Stop, Phase::Stopped) => Err(ControlError::AlreadyStopped {
+            task: task.to_string(),
+        }),
+    }
+}
+
+fn bad_request(message: String) -> ControlError {
+    ControlError::BadRequest { message }
+}
+
+fn body_error(rejection: &BytesRejection, limit: usize) -> ControlError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ControlError::BodyTooLarge { limit }
+    } else {
+        bad_request(rejection.body_text())
+    }
+}
+
+fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ControlError> {
+    id.map(|Path(id)| id)
+        .map_err(|r| bad_request(r.body_text()))
+}
+
+/// `POST /v1/tasks`: check the definition, have the plane store and start it.
+pub async fn submit<C: ControlPlane>(
+    State(plane): State<Arc<C>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ControlError> {
+    let body = body.map_err(|r| body_error(&r, super::router::MAX_BODY))?;
+    let parsed = berth_model::parse_bytes(&body).map_err(|invalid| ControlError::Invalid {
+        problems: invalid.problems.iter().map(ToString::to_string).collect(),
+    })?;
+    let warnings = parsed.warnings.iter().map(ToString::to_string).collect();
+    let task = plane.submit(parsed.definition).await?;
+    Ok((StatusCode::CREATED, Json(SubmitResponse { task, warnings })).into_response())
+}
+
+/// `GET /v1/tasks[?status=&family=]`.
+pub async fn list<C: ControlPlane>(
+    State(plane): State<Arc<C>>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Vec<TaskView>>, ControlError> {
+    let Query(q) = query.map_err(|r| bad_request(r.body_text()))?;
+    let tasks = plane.list().await?;
+    Ok(Json(tasks.into_iter().filter(|t| q.matches(t)).collect()))
+}
+
+/// `GET /v1/tasks/{id}`.
+pub async fn inspect<C: ControlPlane>(
+    State(plane): State<Arc<C>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<TaskView>, ControlError> {
+    let id = path_id(id)?;
+    match plane.get(&id).await? {
+        Some(t) => Ok(Json(t)),
+        None => Err(ControlError::NotFound { task: id }),
+    }
+}
+
+/// Apply a command by the rule: 202 with the task's id, or the rule's (or the plane's) refusal.
+async fn command<C: ControlPlane>(
+    plane: &C,
+    verb: Verb,
+    id: String,
+) -> Result<Response, ControlError> {
+    let phase = plane
+        .phase(&id)
+        .ok_or_else(|| ControlError::NotFound { task: id.clone() })?;
+    match answer(verb, phase, &id)? {
+        Effect::Stop => plane.stop(&id, STOP_REASON).await?,
+        Effect::StopThenCleanUp => {
+            // Stopped meanwhile: the cleanup below is all that is left to do.
+            match plane.stop(&id, REMOVE_REASON).await {
+                Ok(()) | Err(ControlError::AlreadyStopped { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            plane.clean_up_now(&id)?;
+        }
+        Effect::CleanUpNow => plane.clean_up_now(&id)?,
+    }
+    Ok((StatusCode::ACCEPTED, Json(Accepted { task: id })).into_response())
+}
+
+/// `POST /v1/tasks/{id}/stop`.
+pub async fn stop<C: ControlPlane>(
+    State(plane): State<Arc<C>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ControlError> {
+    command(&*plane, Verb::Stop, path_id(id)?).await
+}
+
+/// `DELETE /v1/tasks/{id}`.
+pub async fn remove<C: ControlPlane>(
+    State(plane): State<Arc<C>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ControlError> {
+    command(&*plane, Verb::Remove, path_id(id)?).await
+}
+
+/// `GET /v1/events`: newline-delimited JSON until the client leaves. A subscriber that falls
+/// behind the broadcast buffer skips what it missed (and keeps going).
+pub async fn events<C: ControlPlane>(State(plane): State<Arc<C>>) -> Response {
+    let rx = plane.events();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(line) => {
+                    return Some((Ok::<_, std::convert::Infallible>(format!("{line}\n")), rx));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    (
+        [("content-type", "application/x-ndjson")],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// `GET /v1/health`.
+pub async fn health<C: ControlPlane>(State(plane): State<Arc<C>>) -> Json<Health> {
+    Json(Health {
+        status: HealthStatus::Ok,
+        tasks: plane.task_count(),
+    })
+}
+
+/// Any path no route has: 404, JSON.
+pub async fn no_route(uri: Uri) -> ControlError {
+    ControlError::NoRoute {
+        path: uri.path().to_string(),
+    }
+}
+
+/// A route's path with a method it does not have: 405, JSON (axum adds `Allow`).
+pub async fn wrong_method(method: Method, uri: Uri) -> ControlError {
+    ControlError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_answers_every_command_in_every_phase() {
+        use Effect::*;
+        use Phase::*;
+        let table = [
+            (Verb::Stop, Active, Some(Stop)),
+            (Verb::Stop, Stopping, Some(Stop)),
+            (Verb::Stop, Stopped, None),
+            (Verb::Remove, Active, Some(StopThenCleanUp)),
+            (Verb::Remove, Stopping, Some(StopThenCleanUp)),
+            (Verb::Remove, Stopped, Some(CleanUpNow)),
+        ];
+        for (verb, phase, want) in table {
+            match (answer(verb, phase, "t"), want) {
+                (Ok(got), Some(want)) => assert_eq!(got, want, "{verb:?} in {phase:?}"),
+                (Err(ControlError::AlreadyStopped { task }), None) => assert_eq!(task, "t"),
+                (got, want) => panic!("{verb:?} in {phase:?}: {got:?}, expected {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_phase_follows_known_then_desired() {
+        use berth_engine::Status::*;
+        assert_eq!(Phase::of(Running, Running), Phase::Active);
+        assert_eq!(Phase::of(None, Running), Phase::Active);
+        assert_eq!(Phase::of(Running, Stopped), Phase::Stopping);
+        assert_eq!(Phase::of(Stopped, Stopped), Phase::Stopped);
+    }
+}

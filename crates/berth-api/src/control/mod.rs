@@ -1,0 +1,90 @@
+//! The agent's control API: HTTP/JSON on a Unix socket (docs/api.yaml), written against the
+//! [`ControlPlane`] trait the agent implements, so this crate needs neither the state store nor
+//! Docker.
+//!
+//! - [`types`]: the request and response bodies, shared with the CLI client.
+//! - [`error`]: [`ControlError`] and its one exhaustive mapping to HTTP statuses (JSON bodies).
+//! - [`handlers`]: one function per route, plus the (command, phase) rule ([`handlers::answer`]).
+//! - [`router`]: the routes, the size limits, JSON answers for unknown routes and wrong methods,
+//!   [`bind`] (the socket, mode 0600) and [`serve`].
+//!
+//! Invariants: every answer the router produces is JSON (events: newline-delimited JSON), error or
+//! not; the plane is only asked for what a route needs and never under a lock of this crate (it
+//! has none). Limits: authorisation is the socket's file mode; there is no other.
+
+pub mod error;
+pub mod handlers;
+pub mod router;
+pub mod types;
+
+pub use error::ControlError;
+pub use router::{BindError, bind, router, serve};
+pub use types::{
+    Accepted, CleanupView, ContainerView, ErrorBody, EventHead, Health, HealthStatus, ListQuery,
+    SubmitResponse, TaskView,
+};
+
+use berth_engine::Status;
+use berth_model::TaskDefinition;
+use std::future::Future;
+
+/// Where a task stands, as far as commands care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Desired RUNNING: starting or running.
+    Active,
+    /// Desired STOPPED, not all containers stopped yet.
+    Stopping,
+    /// Known STOPPED: every container has stopped (its cleanup may be pending).
+    Stopped,
+}
+
+impl Phase {
+    /// The phase of a task with these known and desired statuses.
+    pub fn of(known: Status, desired: Status) -> Phase {
+        if known == Status::Stopped {
+            Phase::Stopped
+        } else if desired == Status::Stopped {
+            Phase::Stopping
+        } else {
+            Phase::Active
+        }
+    }
+}
+
+/// What the control API needs from the agent. Implemented by `berth agent` (the task table, the
+/// store, the actors) and by fakes in tests.
+///
+/// Every method answers for one moment: a task may change phase between two calls, and the
+/// implementation reports what it finds when it acts (e.g. [`ControlError::AlreadyStopped`] from
+/// [`ControlPlane::stop`] when the task stopped meanwhile).
+pub trait ControlPlane: Send + Sync + 'static {
+    /// Store a new task of this (valid) definition and start it; its id.
+    fn submit(
+        &self,
+        definition: TaskDefinition,
+    ) -> impl Future<Output = Result<String, ControlError>> + Send;
+
+    /// Every task the agent keeps (until its cleanup), unfiltered.
+    fn list(&self) -> impl Future<Output = Result<Vec<TaskView>, ControlError>> + Send;
+
+    /// One task, or `None` when the agent keeps no task with this id.
+    fn get(&self, id: &str) -> impl Future<Output = Result<Option<TaskView>, ControlError>> + Send;
+
+    /// The phase of a task that takes commands, or `None` when there is no such task.
+    fn phase(&self, id: &str) -> Option<Phase>;
+
+    /// Ask the task's actor to stop the task (reverse dependency order, stop timeouts).
+    fn stop(&self, id: &str, reason: &str)
+    -> impl Future<Output = Result<(), ControlError>> + Send;
+
+    /// Clean the task up now rather than after the cleanup wait (at once when it has stopped,
+    /// else as soon as it has).
+    fn clean_up_now(&self, id: &str) -> Result<(), ControlError>;
+
+    /// A new subscription to the event stream: one JSON object per item, without newline.
+    fn events(&self) -> tokio::sync::broadcast::Receiver<String>;
+
+    /// How many tasks the agent tracks.
+    fn task_count(&self) -> usize;
+}

@@ -1,0 +1,123 @@
+//! The agent's side of the control API: [`berth_api::control::ControlPlane`] over the task table,
+//! the state store and the task actors. berth-api owns the routes, the (command, phase) rule and
+//! the wire types; this module only answers its questions and carries out its commands.
+//!
+//! Invariants: the task table's lock is held only between statements, never across an `.await`
+//! (senders and notifiers are cloned out first). A task is stored before its actor is spawned.
+//! Limits: a command races the task's own progress; what is found when acting is what is
+//! answered (a stop that finds the actor gone reports the task as already stopped).
+
+use super::Agent;
+use berth_api::control::{CleanupView, ControlError, ControlPlane, Phase, TaskView};
+use berth_engine::report::now_ms;
+use berth_engine::{Command, Status, TaskState};
+use berth_model::TaskDefinition;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// The control plane of one agent (the agent's `spawn` needs the `Arc`).
+pub(super) struct Control(pub(super) Arc<Agent>);
+
+fn store_error(e: impl std::fmt::Display) -> ControlError {
+    ControlError::Store {
+        message: e.to_string(),
+    }
+}
+
+fn cleanup_view(c: &berth_store::Cleanup) -> CleanupView {
+    CleanupView::new(c.refused.clone(), c.attempts, c.stopped_at)
+}
+
+impl ControlPlane for Control {
+    async fn submit(&self, definition: TaskDefinition) -> Result<String, ControlError> {
+        let agent = &self.0;
+        let state = TaskState::new(berth_engine::new_task_id(), definition, now_ms());
+        // Stored (with every container's Docker name) before anything is created.
+        agent.store.save_state(&state).map_err(store_error)?;
+        let id = state.id.clone();
+        agent.metrics.task_submitted();
+        agent.spawn(state, false);
+        Ok(id)
+    }
+
+    async fn list(&self) -> Result<Vec<TaskView>, ControlError> {
+        let agent = &self.0;
+        let records = agent.store.tasks().map_err(store_error)?;
+        Ok(records
+            .iter()
+            .map(|r| {
+                let state = agent.snapshot(&r.state.id);
+                TaskView::new(
+                    state.as_ref().unwrap_or(&r.state),
+                    Some(cleanup_view(&r.cleanup)),
+                )
+            })
+            .collect())
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<TaskView>, ControlError> {
+        let agent = &self.0;
+        let Some(rec) = agent.store.get_task(id).map_err(store_error)? else {
+            return Ok(None);
+        };
+        let state = agent.snapshot(id).unwrap_or(rec.state);
+        Ok(Some(TaskView::new(
+            &state,
+            Some(cleanup_view(&rec.cleanup)),
+        )))
+    }
+
+    fn phase(&self, id: &str) -> Option<Phase> {
+        self.0.tasks().get(id).map(|e| {
+            let s = e.snapshot.borrow();
+            Phase::of(s.known(), s.desired)
+        })
+    }
+
+    async fn stop(&self, id: &str, reason: &str) -> Result<(), ControlError> {
+        let agent = &self.0;
+        let sender = agent.tasks().get(id).map(|e| e.commands.clone());
+        let sender = sender.ok_or_else(|| ControlError::NotFound {
+            task: id.to_string(),
+        })?;
+        let sent = sender
+            .send(Command::Stop {
+                reason: reason.to_string(),
+            })
+            .await;
+        match sent {
+            Ok(()) => Ok(()),
+            // The actor has finished: the task stopped since its phase was read.
+            Err(_)
+                if agent
+                    .snapshot(id)
+                    .is_some_and(|s| s.known() == Status::Stopped) =>
+            {
+                Err(ControlError::AlreadyStopped {
+                    task: id.to_string(),
+                })
+            }
+            Err(_) => Err(ControlError::ActorGone {
+                task: id.to_string(),
+            }),
+        }
+    }
+
+    fn clean_up_now(&self, id: &str) -> Result<(), ControlError> {
+        let now = self.0.tasks().get(id).map(|e| e.cleanup_now.clone());
+        let now = now.ok_or_else(|| ControlError::NotFound {
+            task: id.to_string(),
+        })?;
+        // Wakes the cleanup timer now, or as soon as the task has stopped.
+        now.notify_one();
+        Ok(())
+    }
+
+    fn events(&self) -> broadcast::Receiver<String> {
+        self.0.events.subscribe()
+    }
+
+    fn task_count(&self) -> usize {
+        self.0.tasks().len()
+    }
+}
