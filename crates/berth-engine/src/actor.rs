@@ -627,36 +627,3 @@ async fn pull_image<R: Runtime>(
         }
     }
 }
-
-/// What task cleanup did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CleanupReport {
-    pub removed_containers: Vec<String>,
-    pub removed_volumes: Vec<String>,
-    /// Things that could not be removed, with the reason.
-    pub refused: Vec<String>,
-}
-
-/// Remove a stopped task's containers (with anonymous volumes) and task-scoped Docker volumes.
-/// The task directory is removed by the caller through `berth-fs` (the only code that deletes trees).
-pub async fn cleanup_docker<R: Runtime>(rt: &R, state: &TaskState) -> CleanupReport {
-    let mut out = CleanupReport::default();
-    for c in &state.containers {
-        // Remove by id when known, else by the name decided before create (a create may have
-        // succeeded in Docker even though its answer was lost).
-        let target = c.docker_id.clone().unwrap_or_else(|| c.docker_name.clone());
-        match rt.remove(&target).await {
-            Ok(()) => out.removed_containers.push(c.docker_name.clone()),
-            Err(e) => out
-                .refused
-                .push(format!("container {}: {e}", c.docker_name)),
-        }
-    }
-    for name in spec::task_volume_names(state) {
-        match rt.remove_volume(&name).await {
-            Ok(()) => out.removed_volumes.push(name),
-            Err(e) => out.refused.push(format!("volume {name}: {e}")),
-        }
-    }
-    out
-}
