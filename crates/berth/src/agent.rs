@@ -333,6 +333,11 @@ impl Agent {
     /// Wait `--cleanup-wait` (or until `DELETE`), then remove the task's containers, volumes and
     /// directory; a refusal is recorded and retried, never forced.
     async fn cleanup_after_wait(self: Arc<Self>, state: TaskState, now_please: Arc<Notify>) {
+        if !state.is_finished() {
+            // The actor was cancelled (the agent is shutting down): the task goes on running and
+            // the store keeps it for the next agent; there is nothing to clean, no wait to start.
+            return;
+        }
         let id = state.id.clone();
         let mut rec = match self.store.get_task(&id) {
             Ok(Some(rec)) => rec,
