@@ -610,7 +610,13 @@ fn spawn_effect<R: Runtime>(
             });
         }
         Action::Start(i) => {
-            let id = state.containers[i].docker_id.clone().unwrap_or_default();
+            let id = match docker_id_for(state, i, NeedsId::Start) {
+                Ok(id) => id,
+                Err(failure) => {
+                    let _ = tx.send(failure);
+                    return;
+                }
+            };
             let name = state.containers[i].name.clone();
             effects.spawn(async move {
                 let started = rt.start(&id).await;
@@ -633,7 +639,13 @@ fn spawn_effect<R: Runtime>(
             container: i,
             timeout_secs,
         } => {
-            let id = state.containers[i].docker_id.clone().unwrap_or_default();
+            let id = match docker_id_for(state, i, NeedsId::Stop) {
+                Ok(id) => id,
+                Err(failure) => {
+                    let _ = tx.send(failure);
+                    return;
+                }
+            };
             effects.spawn(async move {
                 let ev = match rt.stop(&id, timeout_secs).await {
                     Ok(()) => match rt.inspect(&id).await {
@@ -665,6 +677,49 @@ fn spawn_effect<R: Runtime>(
         }
         Action::MarkStopped { .. } | Action::StopTask { .. } => {}
     }
+}
+
+/// An effect that acts on an existing container.
+#[derive(Debug, Clone, Copy)]
+enum NeedsId {
+    Start,
+    Stop,
+}
+
+/// The Docker id of container `i`, or the failure its effect reports instead of calling the runtime.
+///
+/// The decision core starts or stops only a container it knows as CREATED, and the `Created` event
+/// that makes it so records the id, so a missing id is a bug in the engine, not an answer of
+/// Docker's. It is not sent to Docker as an empty id: it becomes the effect's failure, with an
+/// internal-error reason, which the state machine folds in like any failed start or stop (the
+/// container STOPPED with that reason; the task stopping if it is essential).
+fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Result<String, Event> {
+    let c = &state.containers[i];
+    if let Some(id) = &c.docker_id {
+        return Ok(id.clone());
+    }
+    let verb = match needs {
+        NeedsId::Start => "start",
+        NeedsId::Stop => "stop",
+    };
+    let message = format!(
+        "internal error: berth has no Docker id for container {} to {verb} (please report this)",
+        c.name
+    );
+    tracing::error!(task = %state.id, container = %c.name, "{message}");
+    let at = now_ms();
+    Err(match needs {
+        NeedsId::Start => Event::StartFailed {
+            container: i,
+            at,
+            message: format!("CannotStartContainerError: {message}"),
+        },
+        NeedsId::Stop => Event::StopFailed {
+            container: i,
+            at,
+            message,
+        },
+    })
 }
 
 /// Obtain a container's image according to the pull behaviour: pull if needed, fall back to the
@@ -736,5 +791,76 @@ async fn pull_image<R: Runtime>(
                 stop_task: outcome == AfterFailure::TaskStops,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_container() -> TaskState {
+        let json = r#"{"family": "f", "containerDefinitions": [{"name": "a", "image": "img"}]}"#;
+        let def = berth_model::parse(json).expect("valid").definition;
+        TaskState::new("0123456789abcdef0123456789abcdef".into(), def, 0)
+    }
+
+    #[test]
+    fn a_known_docker_id_is_the_target() {
+        let mut s = one_container();
+        s.containers[0].docker_id = Some("abc".into());
+        assert_eq!(
+            docker_id_for(&s, 0, NeedsId::Start).ok(),
+            Some("abc".into())
+        );
+        assert_eq!(docker_id_for(&s, 0, NeedsId::Stop).ok(), Some("abc".into()));
+    }
+
+    #[test]
+    fn a_start_without_docker_id_fails_the_container_with_an_internal_error() {
+        let mut s = one_container();
+        s.begin(&Action::Start(0), 1);
+        let failure = docker_id_for(&s, 0, NeedsId::Start).expect_err("no id");
+        let Event::StartFailed { message, .. } = &failure else {
+            panic!("a start failure: {failure:?}");
+        };
+        assert_eq!(
+            message,
+            "CannotStartContainerError: internal error: berth has no Docker id for container a to start (please report this)"
+        );
+        s.apply(&failure);
+        let c = &s.containers[0];
+        assert_eq!((c.known, c.in_flight), (Status::Stopped, None));
+        assert_eq!(c.reason.as_deref(), Some(message.as_str()));
+        // The essential container will never run: the task stops, with nothing more to do.
+        let (effects, _) = s.step(Options::default(), 2);
+        assert!(effects.is_empty(), "{effects:?}");
+        assert_eq!(s.desired, Status::Stopped);
+        assert_eq!(s.stopped_reason.as_deref(), Some(message.as_str()));
+        assert!(s.is_finished());
+    }
+
+    #[test]
+    fn a_stop_without_docker_id_fails_the_stop_with_an_internal_error() {
+        let mut s = one_container();
+        s.begin(
+            &Action::Stop {
+                container: 0,
+                timeout_secs: 30,
+            },
+            1,
+        );
+        let failure = docker_id_for(&s, 0, NeedsId::Stop).expect_err("no id");
+        let Event::StopFailed { message, .. } = &failure else {
+            panic!("a stop failure: {failure:?}");
+        };
+        assert!(message.starts_with("internal error: "), "{message}");
+        s.apply(&failure);
+        let c = &s.containers[0];
+        assert_eq!((c.known, c.in_flight), (Status::Stopped, None));
+        assert_eq!(
+            c.reason.as_deref(),
+            Some(format!("stop failed: {message}").as_str())
+        );
+        assert!(s.is_finished());
     }
 }
