@@ -2,10 +2,23 @@
 //! [`Runtime`], and folds results and Docker events back in until the task has stopped.
 //!
 //! One actor per task; no lock is shared between tasks, and none is held across an `.await`. Effects
-//! run concurrently as spawned futures that report back on a channel; the loop wakes only for an
-//! effect result, a Docker event, a command, or a `startTimeout` timer — never to poll.
-//! Snapshots are published on a `watch` channel after every change; status-change reports are derived
-//! from consecutive snapshots.
+//! run concurrently as tracked tasks (a `tokio_util` `TaskTracker`) that report back on a channel;
+//! the loop wakes only for an effect result, a Docker event, a command, a `startTimeout` timer or
+//! cancellation — never to poll. Snapshots are published on a `watch` channel after every change;
+//! status-change reports are derived from consecutive snapshots.
+//!
+//! Shutdown: [`run_task`] never returns while one of its effects runs. It waits for them when the
+//! task has stopped, and when [`RunConfig::cancel`] is cancelled (the agent shutting down): then it
+//! stops deciding and acting at once, waits up to [`RunConfig::shutdown_grace`] for the effects in
+//! flight, folds in and saves what they reported, and returns the task as it is — its containers
+//! keep running, for a restarted agent to adopt. Effects still running after the grace are
+//! abandoned: their futures are dropped, so they make no further runtime call (a Docker request
+//! already sent may still complete in Docker; adoption finds a container created that way by its
+//! name). Dropping the `run_task` future abandons its effects the same way.
+//!
+//! Limits: the steps before the loop (subscribing, adoption, volume preparation) and the re-sync
+//! after a broken event stream are awaited inline, each call bounded by the runtime's timeouts, and
+//! are not interrupted by cancellation; it is seen as soon as they end.
 
 use crate::decide::{Action, Event, Options};
 use crate::pull::{self as pulls, AfterFailure, PullBehavior, PullRecord};
@@ -15,13 +28,19 @@ use crate::spec::{self, VolumePlan};
 use crate::state::{Status, StopKind, TaskState};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 const MIN_RECONNECT_DELAY: Duration = Duration::from_millis(100);
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+
+/// How long a cancelled actor waits for its effects in flight, by default.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Requests to a running task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +69,12 @@ pub struct RunConfig {
     pub resume: bool,
     /// Counters for `/metrics`.
     pub metrics: Arc<EngineMetrics>,
+    /// Cancelled when the caller shuts down: the actor stops acting, waits for its effects in
+    /// flight (up to `shutdown_grace`) and returns, leaving the containers running. Default: a
+    /// token of its own that nobody cancels.
+    pub cancel: CancellationToken,
+    /// How long a cancelled actor waits for its effects in flight before abandoning them.
+    pub shutdown_grace: Duration,
 }
 
 /// Counters the engine keeps for `/metrics` (shared by every task of an agent).
@@ -75,7 +100,8 @@ pub trait Persist: Send + Sync + 'static {
 
 impl RunConfig {
     /// Defaults: no pulls up front, pull behaviour `default`, an in-memory pull record, the
-    /// volume plugin named `berth`.
+    /// volume plugin named `berth`, never cancelled, a shutdown grace of
+    /// [`DEFAULT_SHUTDOWN_GRACE`].
     pub fn new(data_dir: PathBuf) -> Self {
         RunConfig {
             data_dir,
@@ -87,14 +113,58 @@ impl RunConfig {
             persist: None,
             resume: false,
             metrics: Arc::new(EngineMetrics::default()),
+            cancel: CancellationToken::new(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
+    }
+}
+
+/// The actor's effects: every one runs as a task of `tracker`, reports its result on `results`,
+/// and stops at its next `.await` once `abandon` is cancelled.
+struct Effects {
+    tracker: TaskTracker,
+    abandon: CancellationToken,
+    results: mpsc::UnboundedSender<Event>,
+}
+
+impl Effects {
+    fn new(results: mpsc::UnboundedSender<Event>) -> Self {
+        Effects {
+            tracker: TaskTracker::new(),
+            abandon: CancellationToken::new(),
+            results,
+        }
+    }
+
+    fn spawn(&self, effect: impl Future<Output = ()> + Send + 'static) {
+        self.tracker
+            .spawn(self.abandon.clone().run_until_cancelled_owned(effect));
+    }
+
+    /// Let no new effect start, wait up to `grace` for those in flight, then abandon the rest
+    /// and wait until they are gone (dropped at their next `.await`). Returns how many were
+    /// abandoned.
+    async fn finish(&self, grace: Duration) -> usize {
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_ok()
+        {
+            return 0;
+        }
+        let abandoned = self.tracker.len();
+        self.abandon.cancel();
+        self.tracker.wait().await;
+        abandoned
     }
 }
 
 /// Where the actor sends what happens.
 pub type Reports = mpsc::UnboundedSender<Report>;
 
-/// Run a task to STOPPED. Returns the final state. `snapshots` receives every published state.
+/// Run a task to STOPPED, or until `config.cancel` is cancelled (see the module docs). Returns the
+/// final state — STOPPED with nothing in flight ([`TaskState::is_finished`]) unless cancelled.
+/// `snapshots` receives every published state.
 pub async fn run_task<R: Runtime>(
     rt: Arc<R>,
     mut state: TaskState,
@@ -106,6 +176,12 @@ pub async fn run_task<R: Runtime>(
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let mut published: Option<TaskState> = None;
     let mut commands_open = true;
+    if config.cancel.is_cancelled() {
+        return state;
+    }
+    let effects = Effects::new(tx);
+    // Should this future be dropped, its effects stop too.
+    let _abandon_on_drop = effects.abandon.clone().drop_guard();
 
     // Subscribe before anything is created, so no event of this task can be missed.
     let mut events = subscribe(&*rt, &state.id).await;
@@ -117,20 +193,16 @@ pub async fn run_task<R: Runtime>(
     let mut reconnect_delay = MIN_RECONNECT_DELAY;
 
     loop {
+        if config.cancel.is_cancelled() {
+            break;
+        }
         let now = now_ms();
-        let (effects, wake_at) = state.step(config.options, now);
+        let (actions, wake_at) = state.step(config.options, now);
         // Persist before acting: a restarted agent must know every container name it may have
         // created and every stop it decided.
-        if let Some(p) = &config.persist
-            && saved.as_ref() != Some(&state)
-        {
-            if let Err(e) = p.save(&state) {
-                tracing::error!(task = %state.id, error = %e, "cannot save the task state");
-            }
-            saved = Some(state.clone());
-        }
-        for action in effects {
-            spawn_effect(&rt, &config, &state, &volumes, action, tx.clone(), &reports);
+        save(&config, &state, &mut saved);
+        for action in actions {
+            spawn_effect(&rt, &config, &state, &volumes, action, &reports, &effects);
         }
         publish(&state, &mut published, &reports, &snapshots);
         if state.is_finished() {
@@ -146,12 +218,8 @@ pub async fn run_task<R: Runtime>(
             }
         };
         tokio::select! {
-            Some(ev) = rx.recv() => {
-                if matches!(ev, Event::PullFailed { .. } | Event::CreateFailed { .. } | Event::StartFailed { .. } | Event::StopFailed { .. }) {
-                    EngineMetrics::count(&config.metrics.docker_errors);
-                }
-                state.apply(&ev);
-            }
+            () = config.cancel.cancelled() => {}
+            Some(ev) = rx.recv() => fold_result(&config, &mut state, &ev),
             ev = next_event(&mut events, reconnect_delay) => match ev {
                 Some(ev) => {
                     reconnect_delay = MIN_RECONNECT_DELAY;
@@ -180,7 +248,9 @@ pub async fn run_task<R: Runtime>(
                     for c in &state.containers {
                         if let (Some(id), Status::Running) = (&c.docker_id, c.known) {
                             let (rt, id) = (rt.clone(), id.clone());
-                            tokio::spawn(async move { rt.kill(&id).await });
+                            effects.spawn(async move {
+                                let _ = rt.kill(&id).await;
+                            });
                         }
                     }
                 }
@@ -189,7 +259,47 @@ pub async fn run_task<R: Runtime>(
             () = sleep => {}
         }
     }
+    let abandoned = effects.finish(config.shutdown_grace).await;
+    if abandoned > 0 {
+        tracing::warn!(task = %state.id, abandoned, grace = ?config.shutdown_grace, "effects still in flight after the shutdown grace were abandoned");
+    }
+    if !state.is_finished() {
+        // Cancelled: take in what the finished effects reported (the id of a container created
+        // just now, say), save it for the next agent, decide nothing more.
+        while let Ok(ev) = rx.try_recv() {
+            fold_result(&config, &mut state, &ev);
+        }
+        save(&config, &state, &mut saved);
+        publish(&state, &mut published, &reports, &snapshots);
+        tracing::info!(task = %state.id, known = %state.known(), "task actor cancelled; its containers keep running");
+    }
     state
+}
+
+/// Fold an effect's result into the state, counting Docker failures.
+fn fold_result(config: &RunConfig, state: &mut TaskState, ev: &Event) {
+    if matches!(
+        ev,
+        Event::PullFailed { .. }
+            | Event::CreateFailed { .. }
+            | Event::StartFailed { .. }
+            | Event::StopFailed { .. }
+    ) {
+        EngineMetrics::count(&config.metrics.docker_errors);
+    }
+    state.apply(ev);
+}
+
+/// Save the state through `config.persist` unless it is what was saved last.
+fn save(config: &RunConfig, state: &TaskState, saved: &mut Option<TaskState>) {
+    if let Some(p) = &config.persist
+        && saved.as_ref() != Some(state)
+    {
+        if let Err(e) = p.save(state) {
+            tracing::error!(task = %state.id, error = %e, "cannot save the task state");
+        }
+        *saved = Some(state.clone());
+    }
 }
 
 fn publish(
@@ -436,17 +546,18 @@ fn spawn_effect<R: Runtime>(
     state: &TaskState,
     volumes: &Arc<Vec<(String, VolumePlan)>>,
     action: Action,
-    tx: mpsc::UnboundedSender<Event>,
     reports: &Reports,
+    effects: &Effects,
 ) {
     let rt = rt.clone();
+    let tx = effects.results.clone();
     match action {
         Action::Pull(i) => {
             let image = state.def(i).image.clone();
             let reports = reports.clone();
             let (task, container) = (state.id.clone(), state.containers[i].name.clone());
             let (behavior, record) = (config.pull_behavior, config.pull_record.clone());
-            tokio::spawn(async move {
+            effects.spawn(async move {
                 let report = |phase, reason: Option<String>| {
                     let _ = reports.send(Report::Pull {
                         time: report::rfc3339(now_ms()),
@@ -479,7 +590,7 @@ fn spawn_effect<R: Runtime>(
                 config.data_dir.display().to_string(),
             );
             let name = state.containers[i].name.clone();
-            tokio::spawn(async move {
+            effects.spawn(async move {
                 crate::failpoint::hit("before-create", &name);
                 let created = rt.create(&spec).await;
                 crate::failpoint::hit("after-create", &name);
@@ -499,9 +610,15 @@ fn spawn_effect<R: Runtime>(
             });
         }
         Action::Start(i) => {
-            let id = state.containers[i].docker_id.clone().unwrap_or_default();
+            let id = match docker_id_for(state, i, NeedsId::Start) {
+                Ok(id) => id,
+                Err(failure) => {
+                    let _ = tx.send(failure);
+                    return;
+                }
+            };
             let name = state.containers[i].name.clone();
-            tokio::spawn(async move {
+            effects.spawn(async move {
                 let started = rt.start(&id).await;
                 crate::failpoint::hit("after-start", &name);
                 let ev = match started {
@@ -522,8 +639,14 @@ fn spawn_effect<R: Runtime>(
             container: i,
             timeout_secs,
         } => {
-            let id = state.containers[i].docker_id.clone().unwrap_or_default();
-            tokio::spawn(async move {
+            let id = match docker_id_for(state, i, NeedsId::Stop) {
+                Ok(id) => id,
+                Err(failure) => {
+                    let _ = tx.send(failure);
+                    return;
+                }
+            };
+            effects.spawn(async move {
                 let ev = match rt.stop(&id, timeout_secs).await {
                     Ok(()) => match rt.inspect(&id).await {
                         Ok(info) => Event::Exited {
@@ -554,6 +677,49 @@ fn spawn_effect<R: Runtime>(
         }
         Action::MarkStopped { .. } | Action::StopTask { .. } => {}
     }
+}
+
+/// An effect that acts on an existing container.
+#[derive(Debug, Clone, Copy)]
+enum NeedsId {
+    Start,
+    Stop,
+}
+
+/// The Docker id of container `i`, or the failure its effect reports instead of calling the runtime.
+///
+/// The decision core starts or stops only a container it knows as CREATED, and the `Created` event
+/// that makes it so records the id, so a missing id is a bug in the engine, not an answer of
+/// Docker's. It is not sent to Docker as an empty id: it becomes the effect's failure, with an
+/// internal-error reason, which the state machine folds in like any failed start or stop (the
+/// container STOPPED with that reason; the task stopping if it is essential).
+fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Result<String, Event> {
+    let c = &state.containers[i];
+    if let Some(id) = &c.docker_id {
+        return Ok(id.clone());
+    }
+    let verb = match needs {
+        NeedsId::Start => "start",
+        NeedsId::Stop => "stop",
+    };
+    let message = format!(
+        "internal error: berth has no Docker id for container {} to {verb} (please report this)",
+        c.name
+    );
+    tracing::error!(task = %state.id, container = %c.name, "{message}");
+    let at = now_ms();
+    Err(match needs {
+        NeedsId::Start => Event::StartFailed {
+            container: i,
+            at,
+            message: format!("CannotStartContainerError: {message}"),
+        },
+        NeedsId::Stop => Event::StopFailed {
+            container: i,
+            at,
+            message,
+        },
+    })
 }
 
 /// Obtain a container's image according to the pull behaviour: pull if needed, fall back to the
@@ -628,35 +794,73 @@ async fn pull_image<R: Runtime>(
     }
 }
 
-/// What task cleanup did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CleanupReport {
-    pub removed_containers: Vec<String>,
-    pub removed_volumes: Vec<String>,
-    /// Things that could not be removed, with the reason.
-    pub refused: Vec<String>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Remove a stopped task's containers (with anonymous volumes) and task-scoped Docker volumes.
-/// The task directory is removed by the caller through `berth-fs` (the only code that deletes trees).
-pub async fn cleanup_docker<R: Runtime>(rt: &R, state: &TaskState) -> CleanupReport {
-    let mut out = CleanupReport::default();
-    for c in &state.containers {
-        // Remove by id when known, else by the name decided before create (a create may have
-        // succeeded in Docker even though its answer was lost).
-        let target = c.docker_id.clone().unwrap_or_else(|| c.docker_name.clone());
-        match rt.remove(&target).await {
-            Ok(()) => out.removed_containers.push(c.docker_name.clone()),
-            Err(e) => out
-                .refused
-                .push(format!("container {}: {e}", c.docker_name)),
-        }
+    fn one_container() -> TaskState {
+        let json = r#"{"family": "f", "containerDefinitions": [{"name": "a", "image": "img"}]}"#;
+        let def = berth_model::parse(json).expect("valid").definition;
+        TaskState::new("0123456789abcdef0123456789abcdef".into(), def, 0)
     }
-    for name in spec::task_volume_names(state) {
-        match rt.remove_volume(&name).await {
-            Ok(()) => out.removed_volumes.push(name),
-            Err(e) => out.refused.push(format!("volume {name}: {e}")),
-        }
+
+    #[test]
+    fn a_known_docker_id_is_the_target() {
+        let mut s = one_container();
+        s.containers[0].docker_id = Some("abc".into());
+        assert_eq!(
+            docker_id_for(&s, 0, NeedsId::Start).ok(),
+            Some("abc".into())
+        );
+        assert_eq!(docker_id_for(&s, 0, NeedsId::Stop).ok(), Some("abc".into()));
     }
-    out
+
+    #[test]
+    fn a_start_without_docker_id_fails_the_container_with_an_internal_error() {
+        let mut s = one_container();
+        s.begin(&Action::Start(0), 1);
+        let failure = docker_id_for(&s, 0, NeedsId::Start).expect_err("no id");
+        let Event::StartFailed { message, .. } = &failure else {
+            panic!("a start failure: {failure:?}");
+        };
+        assert_eq!(
+            message,
+            "CannotStartContainerError: internal error: berth has no Docker id for container a to start (please report this)"
+        );
+        s.apply(&failure);
+        let c = &s.containers[0];
+        assert_eq!((c.known, c.in_flight), (Status::Stopped, None));
+        assert_eq!(c.reason.as_deref(), Some(message.as_str()));
+        // The essential container will never run: the task stops, with nothing more to do.
+        let (effects, _) = s.step(Options::default(), 2);
+        assert!(effects.is_empty(), "{effects:?}");
+        assert_eq!(s.desired, Status::Stopped);
+        assert_eq!(s.stopped_reason.as_deref(), Some(message.as_str()));
+        assert!(s.is_finished());
+    }
+
+    #[test]
+    fn a_stop_without_docker_id_fails_the_stop_with_an_internal_error() {
+        let mut s = one_container();
+        s.begin(
+            &Action::Stop {
+                container: 0,
+                timeout_secs: 30,
+            },
+            1,
+        );
+        let failure = docker_id_for(&s, 0, NeedsId::Stop).expect_err("no id");
+        let Event::StopFailed { message, .. } = &failure else {
+            panic!("a stop failure: {failure:?}");
+        };
+        assert!(message.starts_with("internal error: "), "{message}");
+        s.apply(&failure);
+        let c = &s.containers[0];
+        assert_eq!((c.known, c.in_flight), (Status::Stopped, None));
+        assert_eq!(
+            c.reason.as_deref(),
+            Some(format!("stop failed: {message}").as_str())
+        );
+        assert!(s.is_finished());
+    }
 }

@@ -1,11 +1,13 @@
 //! berth-engine: runs tasks. A pure decision core ([`decide`]) over plain task state ([`state`]),
 //! the per-task actor that performs its effects ([`actor`]) through the [`runtime::Runtime`] trait,
-//! create specs ([`spec`]) and the reports people and tools read ([`report`]).
+//! the one task cleanup ([`cleanup`]), create specs ([`spec`]) and the reports people and tools
+//! read ([`report`]).
 //!
-//! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never deletes
-//! directory trees (`berth-fs` does).
+//! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never
+//! unmounts or deletes directory trees itself ([`cleanup`] asks `berth-fs`).
 
 pub mod actor;
+pub mod cleanup;
 pub mod decide;
 pub mod failpoint;
 pub mod fake;
@@ -15,9 +17,8 @@ pub mod runtime;
 pub mod spec;
 pub mod state;
 
-pub use actor::{
-    CleanupReport, Command, EngineMetrics, Persist, RunConfig, adopt, cleanup_docker, run_task,
-};
+pub use actor::{Command, EngineMetrics, Persist, RunConfig, adopt, run_task};
+pub use cleanup::{CleanupReport, Refusal, RetryPolicy, cleanup_docker, cleanup_task};
 pub use decide::{Action, Decision, Event, Options, decide};
 pub use pull::{PullBehavior, PullRecord};
 pub use runtime::{

@@ -198,6 +198,11 @@ impl Agent {
     /// Wait `--cleanup-wait` (or until `DELETE`), then remove the task's containers, volumes and
     /// directory; a refusal is recorded and retried, never forced.
     async fn cleanup_after_wait(self: Arc<Self>, state: TaskState, now_please: Arc<Notify>) {
+        if !state.is_finished() {
+            // The actor was cancelled (the agent is shutting down): the task goes on running and
+            // the store keeps it for the next agent; there is nothing to clean, no wait to start.
+            return;
+        }
         let id = state.id.clone();
         let mut rec = match self.store.get_task(&id) {
             Ok(Some(rec)) => rec,
@@ -217,25 +222,10 @@ impl Agent {
             () = tokio::time::sleep(Duration::from_millis(u64::try_from(remaining).unwrap_or(0))) => {}
             () = now_please.notified() => {}
         }
-        let mut delay = Duration::from_secs(10);
+        let mut backoff = berth_engine::RetryPolicy::default().backoff();
         loop {
-            let docker = berth_engine::cleanup_docker(&*self.rt, &state).await;
-            let dir = berth_engine::spec::task_dir(&self.data_dir, &id);
-            let refused: Vec<String> =
-                match berth_fs::remove_tree(&self.data_dir.join("tasks"), &dir) {
-                    Ok(removal) => removal
-                        .causes()
-                        .map(|k| format!("cleanup: refused: {k}"))
-                        .collect(),
-                    Err(e) => vec![format!("cleanup: refused: {e}")],
-                };
-            let refused: Vec<String> = docker
-                .refused
-                .iter()
-                .map(|r| format!("cleanup: refused: {r}"))
-                .chain(refused)
-                .collect();
-            if refused.is_empty() {
+            let report = berth_engine::cleanup_task(&*self.rt, &state, &self.data_dir).await;
+            if report.is_complete() {
                 if let Err(e) = self.store.delete_task(&id) {
                     tracing::error!(task = %id, error = %e, "cannot forget the task");
                 }
@@ -244,6 +234,11 @@ impl Agent {
                 tracing::info!(task = %id, "task cleaned up");
                 return;
             }
+            let refused: Vec<String> = report
+                .refused
+                .iter()
+                .map(|r| format!("cleanup: refused: {r}"))
+                .collect();
             for r in &refused {
                 tracing::warn!(task = %id, "{r}");
             }
@@ -251,10 +246,9 @@ impl Agent {
             rec.cleanup.attempts += 1;
             let _ = self.store.save_task(&rec);
             tokio::select! {
-                () = tokio::time::sleep(delay) => {}
+                () = tokio::time::sleep(backoff.next_delay()) => {}
                 () = now_please.notified() => {}
             }
-            delay = (delay * 2).min(Duration::from_secs(600));
         }
     }
 

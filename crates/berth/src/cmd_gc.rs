@@ -1,7 +1,8 @@
 //! `berth gc`: remove leftover task directories (`DATA_DIR/tasks/<task-id>/`) — after a crash, or
-//! after a cleanup that was refused because something was still mounted — through
-//! `berth_fs::remove_tree`, the same safe way `berth run` cleans up: unmount first, delete nothing
-//! if any unmount fails, never delete through a mount or a symlink.
+//! after a cleanup that was refused because something was still mounted — through the engine's
+//! task cleanup (`berth_engine::cleanup::remove_task_directory`, then `berth_fs::remove_tree`), the
+//! same code `berth run` and the agent clean up with: unmount first, delete nothing if any unmount
+//! fails, never delete through a mount or a symlink.
 //!
 //! Leftovers are the task directories that no known, not-yet-cleaned task owns: the tasks in the
 //! agent's state store (`DATA_DIR/berth.redb`) are kept. gc takes the data directory's lock
@@ -158,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let owned = owned_task_ids(&data_dir)?;
-    let rows = collect(&tasks, &owned, args.dry_run)?;
+    let rows = collect(&data_dir, &owned, args.dry_run)?;
     let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
     print_rows(args.output, args.dry_run, &rows);
     let mut kept = rows.iter().any(|r| r.outcome == Outcome::Kept);
@@ -228,7 +229,8 @@ fn orphan_containers(
 }
 
 /// Go through `tasks/`: every task directory not in `owned` is removed (or planned, when `dry_run`).
-fn collect(tasks: &Path, owned: &BTreeSet<String>, dry_run: bool) -> anyhow::Result<Vec<Row>> {
+fn collect(data_dir: &Path, owned: &BTreeSet<String>, dry_run: bool) -> anyhow::Result<Vec<Row>> {
+    let tasks = &data_dir.join("tasks");
     let entries = match std::fs::read_dir(tasks) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -265,9 +267,9 @@ fn collect(tasks: &Path, owned: &BTreeSet<String>, dry_run: bool) -> anyhow::Res
             continue;
         }
         rows.push(if dry_run {
-            plan(tasks, dir)
+            plan(data_dir, id, dir)
         } else {
-            remove(tasks, dir)
+            remove(data_dir, id, dir)
         });
     }
     Ok(rows)
@@ -281,8 +283,8 @@ fn list(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
-fn plan(tasks: &Path, dir: PathBuf) -> Row {
-    match berth_fs::plan_removal(tasks, &dir) {
+fn plan(data_dir: &Path, id: &str, dir: PathBuf) -> Row {
+    match berth_engine::cleanup::plan_task_directory(data_dir, id) {
         Ok(plan) => Row {
             dir,
             outcome: Outcome::WouldRemove,
@@ -304,9 +306,10 @@ fn plan(tasks: &Path, dir: PathBuf) -> Row {
     }
 }
 
-fn remove(tasks: &Path, dir: PathBuf) -> Row {
-    match berth_fs::remove_tree(tasks, &dir) {
-        Ok(removal) if removal.is_removed() => Row {
+fn remove(data_dir: &Path, id: &str, dir: PathBuf) -> Row {
+    let report = berth_engine::cleanup::remove_task_directory(data_dir, id);
+    match report.directory {
+        Some(removal) if removal.is_removed() => Row {
             dir,
             outcome: Outcome::Removed,
             reason: if removal.unmounted.is_empty() {
@@ -317,30 +320,27 @@ fn remove(tasks: &Path, dir: PathBuf) -> Row {
             removal: Some(removal),
             plan: None,
         },
-        Ok(removal) => {
-            let mut reason = removal
-                .causes()
+        removal => {
+            let mut reason = report
+                .refused
+                .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            if removal.refused_before_deleting() {
+            if removal
+                .as_ref()
+                .is_some_and(TreeRemoval::refused_before_deleting)
+            {
                 reason.push_str("; nothing deleted");
             }
             Row {
                 dir,
                 outcome: Outcome::Kept,
                 reason,
-                removal: Some(removal),
+                removal,
                 plan: None,
             }
         }
-        Err(e) => Row {
-            dir,
-            outcome: Outcome::Kept,
-            reason: e.to_string(),
-            removal: None,
-            plan: None,
-        },
     }
 }
 

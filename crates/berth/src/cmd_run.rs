@@ -352,23 +352,19 @@ async fn run_async(
     output::print_summary(out, &final_state, now_ms());
 
     if !args.keep {
-        let cleanup = berth_engine::cleanup_docker(&*rt, &final_state).await;
+        let cleanup = berth_engine::cleanup_task(&*rt, &final_state, &data_dir).await;
         for r in &cleanup.refused {
-            eprintln!("berth: cleanup: refused: {r}");
-        }
-        let dir = berth_engine::spec::task_dir(&data_dir, &task_id);
-        match berth_fs::remove_tree(&data_dir.join("tasks"), &dir) {
-            Ok(removal) if removal.is_removed() => {}
-            Ok(removal) => {
-                for kept in removal.causes() {
-                    eprintln!("berth: cleanup: refused: {kept}");
-                }
-                eprintln!(
-                    "berth: cleanup: kept {} (`berth gc` retries)",
-                    dir.display()
-                );
+            match r {
+                // berth-fs refused the path itself: nothing was touched.
+                berth_engine::Refusal::Directory(e) => eprintln!("berth: cleanup: {e}"),
+                r => eprintln!("berth: cleanup: refused: {r}"),
             }
-            Err(e) => eprintln!("berth: cleanup: {e}"),
+        }
+        if cleanup.directory.as_ref().is_some_and(|d| !d.is_removed()) {
+            eprintln!(
+                "berth: cleanup: kept {} (`berth gc` retries)",
+                berth_engine::spec::task_dir(&data_dir, &task_id).display()
+            );
         }
     } else if out == Output::Text {
         println!(
