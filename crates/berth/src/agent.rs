@@ -29,6 +29,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// The default control socket.
@@ -140,6 +141,9 @@ struct Agent {
     /// Every task the agent spawns (each task's report fan-out, its actor and its cleanup) goes
     /// through this tracker, so shutdown can close it and wait for them.
     tracker: TaskTracker,
+    /// Cancelled on SIGTERM/SIGINT: actors stop acting (containers keep running, the store keeps
+    /// their last state) and cleanup waits end, so the tracker drains.
+    shutdown: CancellationToken,
 }
 
 impl Agent {
@@ -184,6 +188,7 @@ impl Agent {
             resume,
             metrics: self.engine_metrics.clone(),
             metadata: self.metadata.get().cloned(),
+            cancel: self.shutdown.child_token(),
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -221,6 +226,8 @@ impl Agent {
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(u64::try_from(remaining).unwrap_or(0))) => {}
             () = now_please.notified() => {}
+            // The next agent counts the wait from the stored `stopped_at`.
+            () = self.shutdown.cancelled() => return,
         }
         let mut backoff = berth_engine::RetryPolicy::default().backoff();
         loop {
@@ -248,6 +255,7 @@ impl Agent {
             tokio::select! {
                 () = tokio::time::sleep(backoff.next_delay()) => {}
                 () = now_please.notified() => {}
+                () = self.shutdown.cancelled() => return,
             }
         }
     }
@@ -383,6 +391,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         directory: Arc::new(berth_api::metadata::TaskDirectory::new()),
         metadata: std::sync::OnceLock::new(),
         tracker: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
     });
     tracing::info!(
         config = %args.config.display(),
@@ -423,13 +432,26 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let listener = berth_api::control::bind(&args.api_socket).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
-    // Every state change is already in the store: on SIGTERM the agent just stops serving and
+    // Every state change is already in the store: on SIGTERM the agent stops serving, lets each
+    // actor finish the Docker calls it has in flight (bounded by the engine's shutdown grace) and
     // exits; containers keep running and the next agent adopts them.
     tokio::select! {
-        r = berth_api::control::serve(listener, Arc::new(control::Control(agent))) => r.context("serving the control API")?,
+        r = berth_api::control::serve(listener, Arc::new(control::Control(agent.clone()))) => r.context("serving the control API")?,
         _ = sigterm.recv() => tracing::info!("SIGTERM: berth agent stopping; running tasks keep running"),
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: berth agent stopping; running tasks keep running"),
     }
     let _ = std::fs::remove_file(&args.api_socket);
+    agent.shutdown.cancel();
+    agent.tracker.close();
+    let limit = berth_engine::actor::DEFAULT_SHUTDOWN_GRACE + Duration::from_secs(10);
+    if tokio::time::timeout(limit, agent.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            left = agent.tracker.len(),
+            "shutdown: some tasks did not finish their Docker calls in time; the next agent adopts them"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

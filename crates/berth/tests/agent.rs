@@ -87,6 +87,29 @@ impl Agent {
         }
     }
 
+    /// SIGTERM the agent and wait for it to exit; returns its exit code and how long it took.
+    fn term(&mut self) -> (Option<i32>, Duration) {
+        let mut c = self.child.take().expect("agent runs");
+        let pid = c.id().to_string();
+        let t = Instant::now();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+        loop {
+            if let Some(status) = c.try_wait().expect("wait") {
+                return (status.code(), t.elapsed());
+            }
+            if t.elapsed() > Duration::from_secs(60) {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!(
+                    "the agent did not exit within 60 s of SIGTERM: {}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
     }
@@ -193,6 +216,51 @@ fn kill_9_while_a_task_runs_then_restart_adopts_it_and_stop_works() {
     assert_eq!(v["exitCode"], 0);
     let (_, ps, _) = agent.cli(&["ps", "-a"]);
     assert!(ps.contains(&id[..12]) && ps.contains("STOPPED"), "{ps}");
+}
+
+#[test]
+fn sigterm_leaves_tasks_running_and_the_next_agent_adopts_them() {
+    let mut agent = Agent::start("1h");
+    let family = unique_name("agent-term-");
+    let _g = FamilyGuard(family.clone());
+    let running_id = agent.submit(&chain(&family, 2));
+    // A stopped task waiting for its cleanup (1 h) must not hold the shutdown either.
+    let done_id = agent
+        .submit(&json!({"family": family, "containerDefinitions": [container("d", "exit 0")]}));
+    agent.wait_for(&running_id, "ran", running);
+    agent.wait_for(&done_id, "stopped", stopped);
+    let (code, took) = agent.term();
+    assert_eq!(code, Some(0), "exit status after SIGTERM: {}", agent.log());
+    assert!(
+        took < Duration::from_secs(15),
+        "SIGTERM took {took:?}: {}",
+        agent.log()
+    );
+    assert!(!agent.socket().exists(), "the control socket is removed");
+    let names = family_containers(&family);
+    assert_eq!(names.len(), 3, "nothing removed: {names:?}");
+    let running_now = Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=berth.family={family}"),
+        ])
+        .output()
+        .expect("docker ps");
+    assert_eq!(
+        String::from_utf8_lossy(&running_now.stdout).lines().count(),
+        2,
+        "the running task's containers keep running"
+    );
+    agent.restart();
+    agent.wait_for(&running_id, "was adopted", running);
+    let v = agent.task(&done_id);
+    assert_eq!(v["known"], "STOPPED", "{v}");
+    assert_eq!(family_containers(&family).len(), 3, "nothing created twice");
+    let (code, _, err) = agent.cli(&["stop", &running_id]);
+    assert_eq!(code, 0, "{err}");
+    agent.wait_for(&running_id, "stopped", stopped);
 }
 
 #[test]
