@@ -4,6 +4,9 @@
 //! It follows the real runtime's contract (idempotent remove, stop of a stopped container succeeds,
 //! events for start/die/health/destroy), so scenarios on it mean something; end-to-end behaviour is
 //! still proven against the real Docker Engine in the binary crate's tests.
+//!
+//! Compiled only with the `fake` cargo feature, which test crates enable in their
+//! dev-dependencies: the berth binary does not contain it.
 
 use crate::runtime::{
     BoundPort, ContainerDetails, ContainerInfo, HealthDetails, IpamConfig, MountDetails,

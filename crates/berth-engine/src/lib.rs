@@ -8,6 +8,7 @@
 pub mod actor;
 pub mod decide;
 pub mod failpoint;
+#[cfg(feature = "fake")]
 pub mod fake;
 pub mod pull;
 pub mod report;
