@@ -17,6 +17,12 @@
 //! Everything a test creates should carry the label [`TEST_LABEL`] (see [`test_labels`]), so that
 //! `scripts/test` can remove what a test leaked, and be wrapped in a [`ContainerGuard`] or
 //! [`VolumeGuard`], which removes it when the test ends, even by panicking.
+//!
+//! The Docker client crate is re-exported as [`bollard`]: tests and benchmarks outside
+//! `berth-docker` reach the Engine's API through it, so no other crate of berth depends on bollard.
+
+/// The Docker Engine API client, for tests and benchmarks that talk to the Engine directly.
+pub use bollard;
 
 use std::collections::HashMap;
 use std::future::Future;

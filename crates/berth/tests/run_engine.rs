@@ -2,6 +2,7 @@
 //! with Docker's own timestamps), terminal dependency failures, essential and non-essential exits,
 //! reverse-order shutdown, stop timeouts, create/start/pull failures and cleanup.
 
+use berth_testkit::bollard;
 use berth_testkit::{FamilyGuard, docker, family_containers, registry, test_image, unique_name};
 use bollard::Docker;
 use serde_json::{Value, json};
