@@ -21,6 +21,8 @@
 //! The Docker client crate is re-exported as [`bollard`]: tests and benchmarks outside
 //! `berth-docker` reach the Engine's API through it, so no other crate of berth depends on bollard.
 
+pub mod contract;
+
 /// The Docker Engine API client, for tests and benchmarks that talk to the Engine directly.
 pub use bollard;
 
