@@ -19,61 +19,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use berth_testkit::mount::{Scratch, is_mounted, mounts_under};
 use berth_testkit::{ContainerGuard, VolumeGuard, test_image, unique_name};
 use berth_volume::client::Client;
 
 const LOOP: &str = "trap 'exit 0' TERM; while true; do sleep 1; done";
 
-/// Unmounts everything under the directory at drop (deepest first, lazily); the directory is
-/// then deleted by `TempDir`.
-struct Scratch {
-    dir: tempfile::TempDir,
-}
-
-impl Scratch {
-    fn new() -> Scratch {
-        let dir = tempfile::Builder::new()
-            .prefix("berth-vp-test-")
-            .tempdir()
-            .expect("tempdir");
-        Scratch { dir }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    berth_fs::mountinfo::read_self()
-        .expect("mountinfo")
-        .into_iter()
-        .map(|m| m.mount_point)
-        .filter(|p| p.starts_with(&dir))
-        .collect()
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    berth_fs::mountinfo::read_self()
-        .expect("mountinfo")
-        .iter()
-        .any(|m| m.mount_point == path)
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for _ in 0..10 {
-            let mut points = mounts_under(self.dir.path());
-            if points.is_empty() {
-                break;
-            }
-            points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-            for p in points {
-                let _ = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH);
-            }
-        }
-    }
+/// A temporary directory that unmounts everything under it (deepest first, lazily) before it is
+/// deleted.
+fn new_scratch() -> Scratch {
+    Scratch::with_prefix("berth-vp-test-")
 }
 
 /// The plugin process. Killed (SIGKILL) and its socket removed on drop.
@@ -279,7 +234,7 @@ fn status_mounts(volume: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn docker_cp_two_containers_stop_and_remove() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let (_driver, drv, socket) = driver();
     let _plugin = PluginProcess::spawn(&socket, scratch.path(), None);
     let vol = unique_name("berth-vp-");
@@ -365,35 +320,23 @@ struct StateDir(PathBuf);
 impl StateDir {
     fn new(dir: &Path) -> StateDir {
         std::fs::create_dir_all(dir).unwrap();
-        rustix::mount::mount(
-            "tmpfs",
-            dir,
-            "tmpfs",
-            rustix::mount::MountFlags::empty(),
-            c"size=1m",
-        )
-        .unwrap();
+        berth_testkit::mount::tmpfs("tmpfs", dir, c"size=1m");
         StateDir(dir.to_path_buf())
     }
     fn read_only(&self, ro: bool) {
-        let flags = if ro {
-            rustix::mount::MountFlags::RDONLY
-        } else {
-            rustix::mount::MountFlags::empty()
-        };
-        rustix::mount::mount_remount(&self.0, flags, "").expect("remount state dir");
+        berth_testkit::mount::remount(&self.0, ro);
     }
 }
 
 impl Drop for StateDir {
     fn drop(&mut self) {
-        let _ = rustix::mount::mount_remount(&self.0, rustix::mount::MountFlags::empty(), "");
+        berth_testkit::mount::remount_read_write_quietly(&self.0);
     }
 }
 
 #[test]
 fn failed_mount_during_cp_keeps_the_running_containers_volume() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let state = StateDir::new(&scratch.path().join("state"));
     let (_driver, drv, socket) = driver();
     let plugin = PluginProcess::spawn(&socket, scratch.path(), None);
@@ -452,7 +395,7 @@ fn failed_mount_during_cp_keeps_the_running_containers_volume() {
 
 #[test]
 fn plugin_killed_and_restarted_while_a_container_runs() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let (_driver, drv, socket) = driver();
     let mut plugin = PluginProcess::spawn(&socket, scratch.path(), None);
     let vol = unique_name("berth-vp-");
@@ -497,7 +440,7 @@ fn plugin_killed_and_restarted_while_a_container_runs() {
 
 #[test]
 fn release_unused_repairs_a_leaked_reference() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let (_driver, drv, socket) = driver();
     let plugin = PluginProcess::spawn(&socket, scratch.path(), None);
     let leaky = unique_name("berth-vp-");
@@ -558,7 +501,7 @@ fn release_unused_repairs_a_leaked_reference() {
 
 #[test]
 fn efs_volume_with_the_engines_options_goes_through_the_helper() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let log = scratch.path().join("helper.log");
     let helper = scratch.path().join("record-mount");
     let script = format!(
@@ -677,7 +620,7 @@ async fn storm_client(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_storm_state_and_mounts_agree() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let socket = scratch.path().join("storm.sock");
     let mut plugin = PluginProcess::spawn(&socket, scratch.path(), None);
     let root = scratch.path().join("volumes");
