@@ -163,6 +163,20 @@ fn id_of(event: &RuntimeEvent) -> &str {
     }
 }
 
+/// Waits for the `die` event of container `id` (`what`) and checks its exit code.
+pub async fn expect_die(events: &mut Events, id: &str, exit_code: i64, what: &str) {
+    let die = expect_event(
+        events,
+        what,
+        |e| matches!(e, RuntimeEvent::Die { id: i, .. } if i == id),
+    )
+    .await;
+    assert!(
+        matches!(die, RuntimeEvent::Die { exit_code: Some(c), .. } if c == exit_code),
+        "{what}: {die:?}"
+    );
+}
+
 /// Waits for the first event that satisfies `wanted`, skipping others; panics after [`WAIT`].
 pub async fn expect_event(
     events: &mut Events,
@@ -280,16 +294,7 @@ pub async fn exit_codes<S: Subject>(subject: &S) {
     for (def, code) in [("zero", 0), ("three", 3)] {
         let id = create(rt, &spec(subject, &task, def, Behaviour::Exits(code))).await;
         start(rt, &id).await;
-        let die = expect_event(
-            &mut events,
-            &format!("die of {def}"),
-            |e| matches!(e, RuntimeEvent::Die { id: i, .. } if *i == id),
-        )
-        .await;
-        assert!(
-            matches!(die, RuntimeEvent::Die { exit_code: Some(c), .. } if c == code),
-            "{def}: {die:?}"
-        );
+        expect_die(&mut events, &id, code, def).await;
         let info = until_exited(rt, &id).await;
         assert_eq!(info.exit_code, Some(code), "{def}: {info:?}");
         assert!(info.finished_at.is_some(), "{def}: {info:?}");
@@ -358,22 +363,7 @@ pub async fn kill_and_stop_grace<S: Subject>(subject: &S) {
     rt.kill(&killed)
         .await
         .unwrap_or_else(|e| panic!("kill: {e}"));
-    let die = expect_event(
-        &mut events,
-        "die of the killed container",
-        |e| matches!(e, RuntimeEvent::Die { id, .. } if *id == killed),
-    )
-    .await;
-    assert!(
-        matches!(
-            die,
-            RuntimeEvent::Die {
-                exit_code: Some(137),
-                ..
-            }
-        ),
-        "{die:?}"
-    );
+    expect_die(&mut events, &killed, 137, "die of the killed container").await;
     let info = until_exited(rt, &killed).await;
     assert_eq!(info.exit_code, Some(137), "{info:?}");
     rt.kill(&killed)
@@ -480,22 +470,7 @@ pub async fn events_follow_the_task_label<S: Subject>(subject: &S) {
     rt.stop(&a, 10)
         .await
         .unwrap_or_else(|e| panic!("stop: {e}"));
-    let die = expect_event(
-        &mut a_events,
-        "die of a",
-        |e| matches!(e, RuntimeEvent::Die { id, .. } if *id == a),
-    )
-    .await;
-    assert!(
-        matches!(
-            die,
-            RuntimeEvent::Die {
-                exit_code: Some(143),
-                ..
-            }
-        ),
-        "{die:?}"
-    );
+    expect_die(&mut a_events, &a, 143, "die of a").await;
     rt.remove(&a)
         .await
         .unwrap_or_else(|e| panic!("remove: {e}"));
@@ -516,22 +491,7 @@ pub async fn events_follow_the_task_label<S: Subject>(subject: &S) {
         Some(RuntimeEvent::Start { ref id, .. }) if *id == b => {}
         other => panic!("task b's first event should be b's start: {other:?}"),
     }
-    let die = expect_event(
-        &mut b_events,
-        "die of b",
-        |e| matches!(e, RuntimeEvent::Die { id, .. } if *id == b),
-    )
-    .await;
-    assert!(
-        matches!(
-            die,
-            RuntimeEvent::Die {
-                exit_code: Some(0),
-                ..
-            }
-        ),
-        "{die:?}"
-    );
+    expect_die(&mut b_events, &b, 0, "die of b").await;
     rt.remove(&b)
         .await
         .unwrap_or_else(|e| panic!("remove: {e}"));

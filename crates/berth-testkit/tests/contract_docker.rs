@@ -8,7 +8,9 @@ use std::sync::Mutex;
 
 use berth_docker::DockerRuntime;
 use berth_testkit::contract::{Behaviour, Subject};
-use berth_testkit::{TEST_LABEL, registry, require_image, test_image, unique_name};
+use berth_testkit::{
+    TEST_LABEL, docker_cli as cli, registry, require_image, test_image, unique_name,
+};
 
 /// Label with this subject's own value on everything its scenario creates.
 const CONTRACT_LABEL: &str = "berth.contract";
@@ -29,20 +31,6 @@ async fn docker() -> Docker {
         run: unique_name("run-"),
         pulled: Mutex::new(Vec::new()),
     }
-}
-
-/// `docker ARGS`: its stdout; panics when it fails.
-fn cli(args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("berth tests need the docker CLI: {e}"));
-    assert!(
-        out.status.success(),
-        "docker {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 impl Subject for Docker {
