@@ -15,7 +15,7 @@
 //! End-to-end behaviour is still proven against the real Docker Engine in the binary crate's tests.
 //!
 //! Compiled only with the `fake` cargo feature, which test crates enable in their
-//! dev-dependencies: the berth binary does not contain it.
+//! dev-dependencies, and for rustdoc: the berth binary does not contain it.
 
 use crate::runtime::{
     BoundPort, ContainerDetails, ContainerInfo, HealthDetails, IpamConfig, MountDetails,

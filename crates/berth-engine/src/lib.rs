@@ -8,7 +8,7 @@
 pub mod actor;
 pub mod decide;
 pub mod failpoint;
-#[cfg(feature = "fake")]
+#[cfg(any(feature = "fake", doc))]
 pub mod fake;
 pub mod pull;
 pub mod report;
