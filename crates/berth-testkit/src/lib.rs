@@ -4,7 +4,8 @@
 //! Modules: [`contract`], the runtime contract suite that the fake and the Docker runtime both
 //! run; [`ns`], running one test in a private mount namespace ([`ns_test!`]); [`mount`], the only
 //! test code that mounts and unmounts, and [`mount::Scratch`]; [`berth_run`], running
-//! `berth run --output json` and reading its JSON lines. The crate root has the Docker helpers.
+//! `berth run --output json` and reading its JSON lines; [`volume_plugin`], `berth volume-plugin`
+//! as a process. The crate root has the Docker helpers.
 //!
 //! Run the tests through `scripts/test`: it makes sure an Engine answers, builds the offline test
 //! images (`scripts/setup-images`) and starts a throwaway registry on 127.0.0.1, and passes them to
@@ -31,6 +32,7 @@ pub mod berth_run;
 pub mod contract;
 pub mod mount;
 pub mod ns;
+pub mod volume_plugin;
 
 /// The Docker Engine API client, for tests and benchmarks that talk to the Engine directly.
 pub use bollard;
