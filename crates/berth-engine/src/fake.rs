@@ -1,9 +1,21 @@
 //! An in-memory [`Runtime`] for engine tests: records every call, can be told to fail, and plays each
 //! container's life from a script (exit code after start, health, ignoring SIGTERM).
 //!
-//! It follows the real runtime's contract (idempotent remove, stop of a stopped container succeeds,
-//! events for start/die/health/destroy), so scenarios on it mean something; end-to-end behaviour is
-//! still proven against the real Docker Engine in the binary crate's tests.
+//! It follows the real runtime's contract, and `berth-testkit`'s runtime contract suite holds it to
+//! that: the same scenarios run on it and on the Docker Engine. Like Docker: remove is idempotent,
+//! takes an id or a name, and kills a running container first (`die` 137, then `destroy`); stop of a
+//! stopped container succeeds; a stopped program exits 143 (137 when it ignores SIGTERM, or is
+//! killed); `inspect` takes an id or a name and reports start and finish times and, for a container
+//! with a health check, its health; a volume a container mounts cannot be removed (conflict).
+//! Events for start/die/health/destroy go to the subscribers of the container's `berth.task`.
+//!
+//! Not modelled: container processes (commands are not run; the script decides), time (the clock
+//! is a counter that ticks on each call), Docker creating a missing named volume at create, bind
+//! sources that do not exist, merged pulls, registries (an image is pullable or not).
+//! End-to-end behaviour is still proven against the real Docker Engine in the binary crate's tests.
+//!
+//! Compiled only with the `fake` cargo feature, which test crates enable in their
+//! dev-dependencies, and for rustdoc: the berth binary does not contain it.
 
 use crate::runtime::{
     BoundPort, ContainerDetails, ContainerInfo, HealthDetails, IpamConfig, MountDetails,
@@ -29,6 +41,8 @@ pub struct Script {
     pub create_error: Option<String>,
     /// Fail `start` with this message.
     pub start_error: Option<String>,
+    /// Ignore SIGTERM: a stop kills it once the grace period is over (exit code 137).
+    pub ignores_sigterm: bool,
 }
 
 #[derive(Debug)]
@@ -36,6 +50,10 @@ struct FakeContainer {
     spec: ContainerSpec,
     running: bool,
     exit_code: Option<i64>,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    /// The scripted health status once started (None: no health check in the spec).
+    health: Option<Health>,
 }
 
 #[derive(Default)]
@@ -100,14 +118,58 @@ impl FakeRuntime {
         inner.clock += 1;
         inner.clock
     }
+
+    /// Ends a running container with `exit_code` and emits its `die` event; nothing when it is
+    /// not running.
+    fn exit(inner: &mut Inner, id: &str, exit_code: i64) {
+        if !inner.containers.get(id).is_some_and(|c| c.running) {
+            return;
+        }
+        let at = Self::tick(inner);
+        let mut task = String::new();
+        if let Some(c) = inner.containers.get_mut(id) {
+            c.running = false;
+            c.exit_code = Some(exit_code);
+            c.finished_at = Some(at);
+            task = c.spec.labels.get(LABEL_TASK).cloned().unwrap_or_default();
+        }
+        Self::emit(
+            inner,
+            &task,
+            RuntimeEvent::Die {
+                id: id.into(),
+                exit_code: Some(exit_code),
+                at,
+            },
+        );
+    }
 }
 
-fn name_of(inner: &Inner, id: &str) -> Result<(String, String, String), RuntimeError> {
-    let c = inner
+/// The key (id) of the container with this id or name, as Docker resolves either.
+fn resolve(inner: &Inner, id_or_name: &str) -> Option<String> {
+    if inner.containers.contains_key(id_or_name) {
+        return Some(id_or_name.to_string());
+    }
+    inner
         .containers
-        .get(id)
-        .ok_or_else(|| RuntimeError::NotFound(format!("no such container: {id}")))?;
+        .iter()
+        .find(|(_, c)| c.spec.name == id_or_name)
+        .map(|(k, _)| k.clone())
+}
+
+fn not_found(id: &str) -> RuntimeError {
+    RuntimeError::NotFound(format!("no such container: {id}"))
+}
+
+/// The container's id, name, task label and definition name.
+fn name_of(
+    inner: &Inner,
+    id_or_name: &str,
+) -> Result<(String, String, String, String), RuntimeError> {
+    let id = resolve(inner, id_or_name).ok_or_else(|| not_found(id_or_name))?;
+    let c = inner.containers.get(&id).ok_or_else(|| not_found(&id))?;
     Ok((
+        id.clone(),
         c.spec.name.clone(),
         c.spec.labels.get(LABEL_TASK).cloned().unwrap_or_default(),
         c.spec
@@ -174,6 +236,9 @@ impl Runtime for FakeRuntime {
                 spec: spec.clone(),
                 running: false,
                 exit_code: None,
+                started_at: None,
+                finished_at: None,
+                health: None,
             },
         );
         Ok(id)
@@ -181,23 +246,34 @@ impl Runtime for FakeRuntime {
 
     async fn start(&self, id: &str) -> Result<(), RuntimeError> {
         let mut inner = self.lock();
-        let (name, task, def_name) = name_of(&inner, id)?;
+        let (id, name, task, def_name) = name_of(&inner, id)?;
+        let id = id.as_str();
         inner.calls.push(format!("start {name}"));
         let script = inner.scripts.get(&def_name).cloned().unwrap_or_default();
         if let Some(msg) = script.start_error {
             return Err(RuntimeError::Other(msg));
         }
+        let at = Self::tick(&mut inner);
+        let health = if script.healthy {
+            Some(Health::Healthy)
+        } else if script.unhealthy {
+            Some(Health::Unhealthy)
+        } else {
+            None
+        };
         if let Some(c) = inner.containers.get_mut(id) {
             c.running = true;
+            c.exit_code = None;
+            c.started_at = Some(at);
+            c.finished_at = None;
+            c.health = c
+                .spec
+                .health
+                .as_ref()
+                .map(|_| health.unwrap_or(Health::Starting));
         }
-        let at = Self::tick(&mut inner);
         Self::emit(&mut inner, &task, RuntimeEvent::Start { id: id.into(), at });
-        if script.healthy || script.unhealthy {
-            let health = if script.healthy {
-                Health::Healthy
-            } else {
-                Health::Unhealthy
-            };
+        if let Some(health) = health {
             Self::emit(
                 &mut inner,
                 &task,
@@ -208,11 +284,12 @@ impl Runtime for FakeRuntime {
             );
         }
         if let Some(code) = script.exit_code {
+            let at = Self::tick(&mut inner);
             if let Some(c) = inner.containers.get_mut(id) {
                 c.running = false;
                 c.exit_code = Some(code);
+                c.finished_at = Some(at);
             }
-            let at = Self::tick(&mut inner);
             Self::emit(
                 &mut inner,
                 &task,
@@ -228,47 +305,38 @@ impl Runtime for FakeRuntime {
 
     async fn stop(&self, id: &str, _timeout_secs: u32) -> Result<(), RuntimeError> {
         let mut inner = self.lock();
-        let (name, task, _) = name_of(&inner, id)?;
+        let (id, name, _, def_name) = name_of(&inner, id)?;
         inner.calls.push(format!("stop {name}"));
-        let was_running = inner.containers.get(id).is_some_and(|c| c.running);
-        if was_running {
-            if let Some(c) = inner.containers.get_mut(id) {
-                c.running = false;
-                c.exit_code = Some(143);
-            }
-            let at = Self::tick(&mut inner);
-            Self::emit(
-                &mut inner,
-                &task,
-                RuntimeEvent::Die {
-                    id: id.into(),
-                    exit_code: Some(143),
-                    at,
-                },
-            );
-        }
+        let ignores = inner
+            .scripts
+            .get(&def_name)
+            .is_some_and(|s| s.ignores_sigterm);
+        // SIGTERM ends the program (143), or SIGKILL after the grace period does (137).
+        Self::exit(&mut inner, &id, if ignores { 137 } else { 143 });
         Ok(())
     }
 
     async fn kill(&self, id: &str) -> Result<(), RuntimeError> {
-        self.stop(id, 0).await
+        let mut inner = self.lock();
+        let (id, name, _, _) = name_of(&inner, id)?;
+        inner.calls.push(format!("kill {name}"));
+        // Docker answers 409 for a container that is not running; the runtime takes that as done.
+        Self::exit(&mut inner, &id, 137);
+        Ok(())
     }
 
     async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
-        let mut inner = self.lock();
-        let at = Self::tick(&mut inner);
-        let c = inner
-            .containers
-            .get(id)
-            .ok_or_else(|| RuntimeError::NotFound(format!("no such container: {id}")))?;
+        let inner = self.lock();
+        let key = resolve(&inner, id).ok_or_else(|| not_found(id))?;
+        let c = inner.containers.get(&key).ok_or_else(|| not_found(id))?;
         Ok(ContainerInfo {
-            id: id.to_string(),
+            id: key.clone(),
             name: c.spec.name.clone(),
             running: c.running,
             exit_code: c.exit_code,
-            started_at: None,
-            finished_at: c.exit_code.map(|_| at),
-            health: None,
+            started_at: c.started_at,
+            finished_at: c.finished_at,
+            health: c.health,
             labels: c.spec.labels.clone(),
         })
     }
@@ -276,13 +344,14 @@ impl Runtime for FakeRuntime {
     async fn remove(&self, id: &str) -> Result<(), RuntimeError> {
         let mut inner = self.lock();
         inner.calls.push(format!("remove {id}"));
-        let key = inner
-            .containers
-            .iter()
-            .find(|(k, c)| k.as_str() == id || c.spec.name == id)
-            .map(|(k, _)| k.clone());
-        if let Some(k) = key {
-            inner.containers.remove(&k);
+        if let Some(key) = resolve(&inner, id) {
+            // Forced, as berth removes: a running container is killed first.
+            Self::exit(&mut inner, &key, 137);
+            if let Some(c) = inner.containers.remove(&key) {
+                let task = c.spec.labels.get(LABEL_TASK).cloned().unwrap_or_default();
+                let at = Self::tick(&mut inner);
+                Self::emit(&mut inner, &task, RuntimeEvent::Destroy { id: key, at });
+            }
         }
         Ok(())
     }
@@ -300,6 +369,24 @@ impl Runtime for FakeRuntime {
     async fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
         let mut inner = self.lock();
         inner.calls.push(format!("volume-remove {name}"));
+        let users: Vec<&str> = inner
+            .containers
+            .iter()
+            .filter(|(_, c)| {
+                c.spec
+                    .mounts
+                    .iter()
+                    .any(|m| m.kind == MountKind::Volume && m.source == name)
+            })
+            .map(|(id, _)| id.as_str())
+            .collect();
+        if !users.is_empty() {
+            // Docker's words (409).
+            return Err(RuntimeError::Conflict(format!(
+                "remove {name}: volume is in use - [{}]",
+                users.join(", ")
+            )));
+        }
         inner.volumes.remove(name);
         Ok(())
     }

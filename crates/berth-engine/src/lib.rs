@@ -10,6 +10,7 @@ pub mod actor;
 pub mod cleanup;
 pub mod decide;
 pub mod failpoint;
+#[cfg(any(feature = "fake", doc))]
 pub mod fake;
 pub mod pull;
 pub mod report;

@@ -17,7 +17,7 @@ struct Layout {
 
 impl Layout {
     fn new() -> Layout {
-        let s = Scratch::new();
+        let s = Scratch::with_prefix("berth-fs-test.");
         mkdir(&s.join("root/tasks"));
         mkdir(&s.join("outside"));
         Layout { s }

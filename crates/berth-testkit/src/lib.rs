@@ -1,4 +1,11 @@
-//! Helpers for berth's integration tests, which run against a real Docker Engine.
+//! Helpers for berth's tests (a dev-only crate: no library or binary of berth depends on it
+//! outside `[dev-dependencies]`). Most run against a real Docker Engine.
+//!
+//! Modules: [`contract`], the runtime contract suite that the fake and the Docker runtime both
+//! run; [`ns`], running one test in a private mount namespace ([`ns_test!`]); [`mount`], the only
+//! test code that mounts and unmounts, and [`mount::Scratch`]; [`berth_run`], running
+//! `berth run --output json` and reading its JSON lines; [`volume_plugin`], `berth volume-plugin`
+//! as a process. The crate root has the Docker helpers.
 //!
 //! Run the tests through `scripts/test`: it makes sure an Engine answers, builds the offline test
 //! images (`scripts/setup-images`) and starts a throwaway registry on 127.0.0.1, and passes them to
@@ -17,6 +24,18 @@
 //! Everything a test creates should carry the label [`TEST_LABEL`] (see [`test_labels`]), so that
 //! `scripts/test` can remove what a test leaked, and be wrapped in a [`ContainerGuard`] or
 //! [`VolumeGuard`], which removes it when the test ends, even by panicking.
+//!
+//! The Docker client crate is re-exported as [`bollard`]: tests and benchmarks outside
+//! `berth-docker` reach the Engine's API through it, so no other crate of berth depends on bollard.
+
+pub mod berth_run;
+pub mod contract;
+pub mod mount;
+pub mod ns;
+pub mod volume_plugin;
+
+/// The Docker Engine API client, for tests and benchmarks that talk to the Engine directly.
+pub use bollard;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -315,6 +334,24 @@ where
              (scripts/test removes everything labelled {TEST_LABEL} at the end)"
         );
     }
+}
+
+/// `docker ARGS` through the CLI; its stdout.
+///
+/// # Panics
+///
+/// When the docker CLI cannot run or the command fails (with its stderr).
+pub fn docker_cli(args: &[&str]) -> String {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("berth tests need the docker CLI: {e}"));
+    assert!(
+        out.status.success(),
+        "docker {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The ids of every container (running or not) that berth created for task family `family`

@@ -510,19 +510,13 @@ struct ReadOnlyDir<'a>(&'a Path);
 
 impl<'a> ReadOnlyDir<'a> {
     fn set(dir: &'a Path, ro: bool) {
-        use rustix::mount::MountFlags;
-        let flags = if ro {
-            MountFlags::RDONLY
-        } else {
-            MountFlags::empty()
-        };
-        rustix::mount::mount_remount(dir, flags, "").expect("remount");
+        berth_testkit::mount::remount(dir, ro);
     }
 }
 
 impl Drop for ReadOnlyDir<'_> {
     fn drop(&mut self) {
-        let _ = rustix::mount::mount_remount(self.0, rustix::mount::MountFlags::empty(), "");
+        berth_testkit::mount::remount_read_write_quietly(self.0);
     }
 }
 
@@ -532,14 +526,7 @@ async fn failed_saves_roll_back_fresh_ids_and_keep_existing_references() {
     let config = Plugin::config(guard.path());
     let state_dir = config.state_file.parent().unwrap().to_path_buf();
     std::fs::create_dir_all(&state_dir).unwrap();
-    rustix::mount::mount(
-        "tmpfs",
-        &state_dir,
-        "tmpfs",
-        rustix::mount::MountFlags::empty(),
-        c"size=1m",
-    )
-    .unwrap();
+    berth_testkit::mount::tmpfs("tmpfs", &state_dir, c"size=1m");
     let plugin = Plugin::start(config.clone()).await;
     let mut c = plugin.client().await;
     c.create("v", &[("type", "tmpfs")]).await.unwrap();
@@ -608,24 +595,10 @@ async fn restart_keeps_volumes_and_counts_and_recovery_remounts_and_reports() {
 
     // While it was down: "lost" got unmounted behind its back; "idle" got mounted by someone;
     // and an unknown mount appeared under the root.
-    rustix::mount::unmount(root.join("lost"), rustix::mount::UnmountFlags::empty()).unwrap();
-    rustix::mount::mount(
-        "tmpfs",
-        root.join("idle"),
-        "tmpfs",
-        rustix::mount::MountFlags::empty(),
-        c"",
-    )
-    .unwrap();
+    berth_testkit::mount::unmount(&root.join("lost"));
+    berth_testkit::mount::tmpfs("tmpfs", &root.join("idle"), c"");
     std::fs::create_dir(root.join("stray")).unwrap();
-    rustix::mount::mount(
-        "tmpfs",
-        root.join("stray"),
-        "tmpfs",
-        rustix::mount::MountFlags::empty(),
-        c"",
-    )
-    .unwrap();
+    berth_testkit::mount::tmpfs("tmpfs", &root.join("stray"), c"");
 
     let plugin = Plugin::start(config.clone()).await;
     let r = &plugin.recovery;

@@ -5,6 +5,7 @@
 //! `chain`, all at once for `parallel`), prints the milliseconds until all are running, then removes
 //! them. Used by `scripts/bench`.
 
+use berth_testkit::bollard;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};

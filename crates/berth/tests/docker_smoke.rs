@@ -1,6 +1,7 @@
 //! Smoke test of the chain every Docker test relies on: bollard talks to the Engine, the offline
 //! test image runs, and a container can be created, started, waited for, read and removed.
 
+use berth_testkit::bollard;
 use berth_testkit::{self as tk, ContainerGuard};
 use bollard::errors::Error;
 use bollard::models::ContainerCreateBody;

@@ -9,115 +9,39 @@
 //! same namespace, and so sees (and unmounts) the test's mounts. [`Scratch`] detaches what is left
 //! under its directory before deleting it, because `remove_dir_all` crosses mounts.
 
-use berth_fs::mountinfo;
+use berth_testkit::berth_run::BerthRun;
+use berth_testkit::mount::{bind, mounts_under};
+use berth_testkit::ns_test;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const ENV: &str = "BERTH_TEST_PARENT_MOUNT_NS";
 const TASK_A: &str = "0123456789abcdef0123456789abcdef";
 const TASK_B: &str = "fedcba9876543210fedcba9876543210";
 
-fn mount_ns() -> String {
-    std::fs::read_link("/proc/self/ns/mnt")
-        .map(|p| p.display().to_string())
-        .expect("/proc/self/ns/mnt readable")
-}
-
-/// True inside the private namespace (run the body); otherwise runs this one test there in a
-/// child, checks that it ran and passed, and returns false.
-fn private_ns(test: &str) -> bool {
-    if let Some(parent) = std::env::var_os(ENV) {
-        assert_ne!(
-            parent.to_string_lossy(),
-            mount_ns(),
-            "not in a private mount namespace"
-        );
-        return true;
-    }
-    assert!(
-        rustix::process::geteuid().is_root(),
-        "these tests need root (real mounts in a private mount namespace)"
-    );
-    let exe = std::env::current_exe().expect("test binary");
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "--"])
-        .arg(&exe)
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(ENV, mount_ns())
-        .output()
-        .expect("unshare (util-linux) runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    print!("{stdout}");
-    eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{test} failed in its namespace");
-    assert!(stdout.contains("1 passed"), "{test} did not run:\n{stdout}");
-    false
-}
-
-macro_rules! ns_test {
-    (fn $name:ident() $body:block) => {
-        #[test]
-        fn $name() {
-            if private_ns(stringify!($name)) $body
-        }
-    };
-}
-
-/// A canonical temporary directory that detaches every mount under it before it is deleted.
-struct Scratch {
-    path: PathBuf,
-    dir: Option<tempfile::TempDir>,
-}
+/// A canonical temporary directory that detaches every mount under it before it is deleted
+/// ([`berth_testkit::mount::Scratch`]), with berth's data directory layout inside.
+struct Scratch(berth_testkit::mount::Scratch);
 
 impl Scratch {
     fn new() -> Scratch {
-        let dir = tempfile::Builder::new()
-            .prefix("berth-gc-test.")
-            .tempdir()
-            .expect("temp dir");
-        let path = dir.path().canonicalize().expect("canonical");
-        Scratch {
-            path,
-            dir: Some(dir),
-        }
+        Scratch(berth_testkit::mount::Scratch::with_prefix("berth-gc-test."))
     }
     fn data(&self) -> PathBuf {
-        self.path.join("data")
+        self.0.path.join("data")
     }
     fn task(&self, id: &str) -> PathBuf {
         self.data().join("tasks").join(id)
     }
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for _ in 0..4 {
-            for p in mounts_under(&self.path) {
-                let _ = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH);
-            }
-        }
-        if let Some(dir) = self.dir.take()
-            && !mounts_under(&self.path).is_empty()
-        {
-            let _ = dir.keep();
-        }
+impl std::ops::Deref for Scratch {
+    type Target = berth_testkit::mount::Scratch;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
-}
-
-fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let mounts = mountinfo::read_self().expect("mountinfo");
-    mountinfo::at_or_below(&mounts, dir)
-        .into_iter()
-        .map(|m| m.mount_point.clone())
-        .collect()
-}
-
-fn bind(src: &Path, dst: &Path) {
-    rustix::mount::mount_bind(src, dst)
-        .unwrap_or_else(|e| panic!("bind {} on {}: {e}", src.display(), dst.display()));
 }
 
 fn write(path: &Path, text: &str) {
@@ -407,14 +331,11 @@ fn run_with_a_host_dir_mounted_in_the_scratch_volume(s: &Scratch, hold_busy: boo
         }],
         "volumes": [{"name": "scratch", "host": {}}],
     });
-    let file = s.path.join("task.json");
-    std::fs::write(&file, def.to_string()).expect("write task");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["run", "--output", "json", "--data-dir"])
-        .arg(s.data())
-        .arg(&file)
+    let mut child = BerthRun::new(env!("CARGO_BIN_EXE_berth"), s.path.join("task.json"), &def)
+        .data_dir(s.data())
         .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
         .env("ECS_IMAGE_PULL_BEHAVIOR", "prefer-cached")
+        .command()
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

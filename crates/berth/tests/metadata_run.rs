@@ -7,7 +7,8 @@
 //!
 //! Every server listens on 127.0.0.1 (port 0) or on the Docker bridge's own gateway address.
 
-use berth_testkit::{test_image, unique_name};
+use berth_testkit::berth_run::{BerthRun, test_container};
+use berth_testkit::{FamilyGuard, test_image, unique_name};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -16,38 +17,16 @@ use std::time::{Duration, Instant};
 /// A shell loop that ends promptly on SIGTERM.
 const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.1; done";
 
-/// Removes the containers of a family however the test ends.
-struct Family(String);
-
-impl Drop for Family {
-    fn drop(&mut self) {
-        let out = Command::new("docker")
-            .args(["ps", "-aq", "--filter"])
-            .arg(format!("label=berth.family={}", self.0))
-            .output();
-        if let Ok(out) = out {
-            for id in String::from_utf8_lossy(&out.stdout).lines() {
-                let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
-            }
-        }
-    }
-}
-
+/// A container definition running `script` in the test image, labelled for leak cleanup.
 fn container(name: &str, script: &str) -> Value {
-    json!({
-        "name": name,
-        "image": test_image(),
-        "command": ["sh", "-c", script],
-        "dockerLabels": {"berth.test": "1"},
-        "stopTimeout": 2,
-    })
+    test_container(name, script)
 }
 
 /// Run a task whose `reader` container writes what it read from the endpoint to a host directory;
 /// returns (berth's summary line, task JSON, own-container JSON, the URI the container was given).
 fn read_from_inside(mode: &str) -> (Value, Value, Value, String) {
     let family = unique_name(&format!("berth-meta-{mode}-"));
-    let _cleanup = Family(family.clone());
+    let _cleanup = FamilyGuard(family.clone());
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("out");
     std::fs::create_dir(&out).expect("out dir");
@@ -75,33 +54,19 @@ fn read_from_inside(mode: &str) -> (Value, Value, Value, String) {
         "volumes": [{"name": "out", "host": {"sourcePath": out.display().to_string()}}],
         "containerDefinitions": [done, checked, reader],
     });
-    let file = dir.path().join("task.json");
-    std::fs::write(&file, def.to_string()).expect("write task");
-    let run = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args([
-            "run",
-            "--output",
-            "json",
-            "--pull-behavior",
-            "prefer-cached",
-        ])
-        .args(["--metadata-addr", "127.0.0.1:0", "--cluster", "testcluster"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg(&file)
-        .output()
-        .expect("berth runs");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(
-        run.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let summary: Value = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|l| l["event"] == "summary")
+    let run = BerthRun::new(
+        env!("CARGO_BIN_EXE_berth"),
+        dir.path().join("task.json"),
+        &def,
+    )
+    .prefer_cached()
+    .args(["--metadata-addr", "127.0.0.1:0", "--cluster", "testcluster"])
+    .data_dir(dir.path().join("data"))
+    .output();
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let summary: Value = run
+        .summary()
         .unwrap_or_else(|| panic!("no summary; stderr:\n{stderr}"));
     let read = |name: &str| -> Value {
         let text = std::fs::read_to_string(out.join(name))
@@ -271,31 +236,26 @@ fn ecs_container_exporter_reads_cpu_and_memory_from_berth() {
     );
 
     let family = unique_name("berth-meta-exporter-");
-    let _cleanup = Family(family.clone());
+    let _cleanup = FamilyGuard(family.clone());
     let mut app = container("app", SERVE);
     app["cpu"] = json!(128);
     app["memory"] = json!(64);
     let mut busy = container("busy", "trap 'exit 0' TERM; while true; do :; done");
     busy["essential"] = json!(false);
     let def = json!({"family": family, "containerDefinitions": [app, busy]});
-    let file = dir.path().join("task.json");
-    std::fs::write(&file, def.to_string()).expect("write task");
-    let berth = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args([
-            "run",
-            "--output",
-            "json",
-            "--pull-behavior",
-            "prefer-cached",
-        ])
-        .args(["--metadata-addr", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("berth starts");
+    let berth = BerthRun::new(
+        env!("CARGO_BIN_EXE_berth"),
+        dir.path().join("task.json"),
+        &def,
+    )
+    .prefer_cached()
+    .args(["--metadata-addr", "127.0.0.1:0"])
+    .data_dir(dir.path().join("data"))
+    .command()
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("berth starts");
     let mut berth = Kill(berth);
 
     // The exporter is pointed at the URI berth gave the app container.

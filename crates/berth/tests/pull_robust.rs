@@ -3,24 +3,17 @@
 
 use berth_engine::{Command, PullBehavior, RunConfig, TaskState, run_task};
 use berth_testkit::{registry, registry_log, test_image, unique_name};
+
+/// `docker ARGS`, which must succeed.
+fn docker(args: &[&str]) {
+    berth_testkit::docker_cli(args);
+}
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command as Proc, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
-
-fn docker(args: &[&str]) {
-    let out = Proc::new("docker")
-        .args(args)
-        .output()
-        .expect("docker runs");
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A registry of this test's own (so it can be stopped and started), on a free loopback port.
 struct OwnRegistry {

@@ -7,7 +7,8 @@
 //! has an essential container (ECS requires one). "Task stopped" means stopped *by the pull*: the
 //! task's stop reason is `CannotPullContainerError: …`.
 
-use berth_testkit::{registry, test_image, unique_name};
+use berth_testkit::berth_run::BerthRun;
+use berth_testkit::{docker_cli as docker, registry, test_image, unique_name};
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -19,19 +20,6 @@ enum Avail {
     /// Local only, and this agent (same data directory) pulled it earlier through berth.
     LocalOnlyHasPulled,
     NotAvailable,
-}
-
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("docker runs");
-    assert!(
-        out.status.success(),
-        "docker {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Delete `repo:tag` from the registry (its manifest), through the registry's HTTP API.
@@ -76,32 +64,13 @@ impl Drop for LocalTag {
 
 fn berth_run(data_dir: &std::path::Path, behavior: &str, def: &Value) -> (i32, Vec<Value>, String) {
     let file = data_dir.join(format!("{}.json", unique_name("task-")));
-    std::fs::write(&file, def.to_string()).expect("write task");
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args([
-            "run",
-            "--output",
-            "json",
-            "--pull-dependent-upfront",
-            "--pull-behavior",
-            behavior,
-        ])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .arg(&file)
+    let out = BerthRun::new(env!("CARGO_BIN_EXE_berth"), file, def)
+        .args(["--pull-dependent-upfront", "--pull-behavior", behavior])
+        .data_dir(data_dir)
         .env_remove("ECS_IMAGE_PULL_BEHAVIOR")
         .env_remove("BERTH_IMAGE_PULL_BEHAVIOR")
-        .output()
-        .expect("berth runs");
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    (
-        out.status.code().unwrap_or(-1),
-        lines,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .output();
+    (out.code.unwrap_or(-1), out.lines(), out.stderr)
 }
 
 fn container(name: &str, image: &str, script: &str) -> Value {

@@ -2,7 +2,9 @@
 //! with Docker's own timestamps), terminal dependency failures, essential and non-essential exits,
 //! reverse-order shutdown, stop timeouts, create/start/pull failures and cleanup.
 
-use berth_testkit::{FamilyGuard, docker, family_containers, registry, test_image, unique_name};
+use berth_testkit::berth_run::{BerthRun, test_container};
+use berth_testkit::bollard;
+use berth_testkit::{FamilyGuard, docker, family_containers, registry, unique_name};
 use bollard::Docker;
 use serde_json::{Value, json};
 use std::process::Command;
@@ -49,13 +51,7 @@ impl Run {
 
 /// A container definition running `script` in the test image, labelled for leak cleanup.
 fn c(name: &str, script: &str) -> Value {
-    json!({
-        "name": name,
-        "image": test_image(),
-        "command": ["sh", "-c", script],
-        "dockerLabels": {"berth.test": "1"},
-        "stopTimeout": 2,
-    })
+    test_container(name, script)
 }
 
 /// A shell loop that ends promptly on SIGTERM (sh as PID 1 ignores signals without a trap).
@@ -70,31 +66,16 @@ fn berth_run(prefix: &str, containers: Vec<Value>, extra: &[&str]) -> Run {
 fn berth_run_def(family: String, def: Value, extra: &[&str]) -> Run {
     let data_dir = tempfile::tempdir().expect("temp dir");
     let file = data_dir.path().join("task.json");
-    std::fs::write(&file, def.to_string()).expect("write task");
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        // The test image exists only locally: use it without asking any registry.
-        .args([
-            "run",
-            "--output",
-            "json",
-            "--pull-behavior",
-            "prefer-cached",
-            "--data-dir",
-        ])
-        .arg(data_dir.path())
+    // The test image exists only locally: use it without asking any registry.
+    let out = BerthRun::new(env!("CARGO_BIN_EXE_berth"), file, &def)
+        .prefer_cached()
+        .data_dir(data_dir.path())
         .args(extra)
-        .arg(&file)
-        .output()
-        .expect("berth runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+        .output();
     Run {
-        code: out.status.code().unwrap_or(-1),
-        lines,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.code.unwrap_or(-1),
+        lines: out.lines(),
+        stderr: out.stderr,
         _guard: FamilyGuard(family.clone()),
         family,
         _data_dir: data_dir,
@@ -400,27 +381,11 @@ async fn scratch_volume_is_shared_and_the_task_directory_removed() {
     let family = unique_name("scratch");
     let def = json!({"family": family, "containerDefinitions": [a, b], "volumes": [{"name": "scratch", "host": {}}]});
     let dir = tempfile::tempdir().expect("tmp");
-    let file = dir.path().join("t.json");
-    std::fs::write(&file, def.to_string()).expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args([
-            "run",
-            "--output",
-            "json",
-            "--pull-behavior",
-            "prefer-cached",
-            "--data-dir",
-        ])
-        .arg(dir.path())
-        .arg(&file)
-        .output()
-        .expect("berth runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = BerthRun::new(env!("CARGO_BIN_EXE_berth"), dir.path().join("t.json"), &def)
+        .prefer_cached()
+        .data_dir(dir.path())
+        .output();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     let tasks: Vec<_> = std::fs::read_dir(dir.path().join("tasks"))
         .expect("tasks dir")
         .collect();

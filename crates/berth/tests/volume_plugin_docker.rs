@@ -16,172 +16,25 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use berth_testkit::mount::{Scratch, is_mounted, mounts_under};
+use berth_testkit::volume_plugin::PluginProcess;
 use berth_testkit::{ContainerGuard, VolumeGuard, test_image, unique_name};
 use berth_volume::client::Client;
 
 const LOOP: &str = "trap 'exit 0' TERM; while true; do sleep 1; done";
 
-/// Unmounts everything under the directory at drop (deepest first, lazily); the directory is
-/// then deleted by `TempDir`.
-struct Scratch {
-    dir: tempfile::TempDir,
+/// A temporary directory that unmounts everything under it (deepest first, lazily) before it is
+/// deleted.
+fn new_scratch() -> Scratch {
+    Scratch::with_prefix("berth-vp-test-")
 }
 
-impl Scratch {
-    fn new() -> Scratch {
-        let dir = tempfile::Builder::new()
-            .prefix("berth-vp-test-")
-            .tempdir()
-            .expect("tempdir");
-        Scratch { dir }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    berth_fs::mountinfo::read_self()
-        .expect("mountinfo")
-        .into_iter()
-        .map(|m| m.mount_point)
-        .filter(|p| p.starts_with(&dir))
-        .collect()
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    berth_fs::mountinfo::read_self()
-        .expect("mountinfo")
-        .iter()
-        .any(|m| m.mount_point == path)
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for _ in 0..10 {
-            let mut points = mounts_under(self.dir.path());
-            if points.is_empty() {
-                break;
-            }
-            points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-            for p in points {
-                let _ = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH);
-            }
-        }
-    }
-}
-
-/// The plugin process. Killed (SIGKILL) and its socket removed on drop.
-struct PluginProcess {
-    child: Option<Child>,
-    args: Vec<String>,
-    socket: PathBuf,
-    log: PathBuf,
-}
-
-impl PluginProcess {
-    fn spawn(socket: &Path, dir: &Path, helper: Option<&Path>) -> PluginProcess {
-        let mut args = vec![
-            "volume-plugin".to_owned(),
-            "--socket".to_owned(),
-            socket.to_str().unwrap().to_owned(),
-            "--state-file".to_owned(),
-            dir.join("state/volume-plugin.json")
-                .to_str()
-                .unwrap()
-                .to_owned(),
-            "--mount-root".to_owned(),
-            dir.join("volumes").to_str().unwrap().to_owned(),
-        ];
-        if let Some(h) = helper {
-            args.push("--mount-helper".to_owned());
-            args.push(h.to_str().unwrap().to_owned());
-        }
-        let mut p = PluginProcess {
-            child: None,
-            args,
-            socket: socket.to_path_buf(),
-            log: dir.join("plugin.log"),
-        };
-        p.start();
-        p
-    }
-
-    fn start(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(&self.args)
-            .env("BERTH_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn berth volume-plugin");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("plugin exited ({status}); log:\n{}", self.log_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "plugin did not listen; log:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// SIGTERM; the exit status.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
-        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        child.wait().unwrap()
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn berth(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .arg("volume-plugin")
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
-    }
-}
-
-impl Drop for PluginProcess {
-    fn drop(&mut self) {
-        self.kill9();
-        let _ = std::fs::remove_file(&self.socket);
-    }
+/// `berth volume-plugin` on `socket`, everything else in `dir` ([`PluginProcess`]).
+fn spawn_plugin(socket: &Path, dir: &Path, helper: Option<&Path>) -> PluginProcess {
+    PluginProcess::spawn(env!("CARGO_BIN_EXE_berth"), socket, dir, helper)
 }
 
 /// The driver name of every dockerd test (see the module documentation).
@@ -279,9 +132,9 @@ fn status_mounts(volume: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn docker_cp_two_containers_stop_and_remove() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let (_driver, drv, socket) = driver();
-    let _plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let _plugin = spawn_plugin(&socket, scratch.path(), None);
     let vol = unique_name("berth-vp-");
     let v = create_volume(&drv, &vol, &["type=tmpfs", "o=size=8m"]);
     let mp = scratch.path().join("volumes").join(&vol);
@@ -365,38 +218,26 @@ struct StateDir(PathBuf);
 impl StateDir {
     fn new(dir: &Path) -> StateDir {
         std::fs::create_dir_all(dir).unwrap();
-        rustix::mount::mount(
-            "tmpfs",
-            dir,
-            "tmpfs",
-            rustix::mount::MountFlags::empty(),
-            c"size=1m",
-        )
-        .unwrap();
+        berth_testkit::mount::tmpfs("tmpfs", dir, c"size=1m");
         StateDir(dir.to_path_buf())
     }
     fn read_only(&self, ro: bool) {
-        let flags = if ro {
-            rustix::mount::MountFlags::RDONLY
-        } else {
-            rustix::mount::MountFlags::empty()
-        };
-        rustix::mount::mount_remount(&self.0, flags, "").expect("remount state dir");
+        berth_testkit::mount::remount(&self.0, ro);
     }
 }
 
 impl Drop for StateDir {
     fn drop(&mut self) {
-        let _ = rustix::mount::mount_remount(&self.0, rustix::mount::MountFlags::empty(), "");
+        berth_testkit::mount::remount_read_write_quietly(&self.0);
     }
 }
 
 #[test]
 fn failed_mount_during_cp_keeps_the_running_containers_volume() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let state = StateDir::new(&scratch.path().join("state"));
     let (_driver, drv, socket) = driver();
-    let plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let plugin = spawn_plugin(&socket, scratch.path(), None);
     let vol = unique_name("berth-vp-");
     let v = create_volume(&drv, &vol, &["type=tmpfs"]);
     let mp = scratch.path().join("volumes").join(&vol);
@@ -452,9 +293,9 @@ fn failed_mount_during_cp_keeps_the_running_containers_volume() {
 
 #[test]
 fn plugin_killed_and_restarted_while_a_container_runs() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let (_driver, drv, socket) = driver();
-    let mut plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let mut plugin = spawn_plugin(&socket, scratch.path(), None);
     let vol = unique_name("berth-vp-");
     let v = create_volume(&drv, &vol, &["type=tmpfs"]);
     let mp = scratch.path().join("volumes").join(&vol);
@@ -497,9 +338,9 @@ fn plugin_killed_and_restarted_while_a_container_runs() {
 
 #[test]
 fn release_unused_repairs_a_leaked_reference() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let (_driver, drv, socket) = driver();
-    let plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let plugin = spawn_plugin(&socket, scratch.path(), None);
     let leaky = unique_name("berth-vp-");
     let busy = unique_name("berth-vp-");
     let v1 = create_volume(&drv, &leaky, &["type=tmpfs"]);
@@ -558,7 +399,7 @@ fn release_unused_repairs_a_leaked_reference() {
 
 #[test]
 fn efs_volume_with_the_engines_options_goes_through_the_helper() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let log = scratch.path().join("helper.log");
     let helper = scratch.path().join("record-mount");
     let script = format!(
@@ -572,7 +413,7 @@ fn efs_volume_with_the_engines_options_goes_through_the_helper() {
         .unwrap();
     std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let (_driver, drv, socket) = driver();
-    let _plugin = PluginProcess::spawn(&socket, scratch.path(), Some(&helper));
+    let _plugin = spawn_plugin(&socket, scratch.path(), Some(&helper));
 
     // The options berth-engine builds for an efsVolumeConfiguration.
     let cfg = berth_model::EfsVolumeConfiguration {
@@ -677,9 +518,9 @@ async fn storm_client(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_storm_state_and_mounts_agree() {
-    let scratch = Scratch::new();
+    let scratch = new_scratch();
     let socket = scratch.path().join("storm.sock");
-    let mut plugin = PluginProcess::spawn(&socket, scratch.path(), None);
+    let mut plugin = spawn_plugin(&socket, scratch.path(), None);
     let root = scratch.path().join("volumes");
     // Three volumes hold a base reference the whole time (they must never be unmounted); one
     // ("churn") has only the storm's references, so it is really mounted and unmounted.

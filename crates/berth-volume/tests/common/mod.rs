@@ -1,6 +1,6 @@
 //! What the berth-volume integration tests share: an in-process plugin on a socket in a private
 //! temporary directory, and a guard that unmounts whatever a test left mounted there (even when
-//! the test panics).
+//! the test panics), through `berth_testkit::mount`, the one place test code mounts.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -39,37 +39,11 @@ impl Drop for MountGuard {
     }
 }
 
-/// Every mount point at or below `dir`.
-pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    berth_fs::mountinfo::read_self()
-        .expect("mountinfo")
-        .into_iter()
-        .map(|m| m.mount_point)
-        .filter(|p| p.starts_with(&dir))
-        .collect()
-}
+pub use berth_testkit::mount::is_mounted;
 
+/// Lazily unmounts every mount at or below `dir`, deepest first.
 pub fn unmount_all_under(dir: &Path) {
-    for _ in 0..10 {
-        let mut points = mounts_under(dir);
-        if points.is_empty() {
-            return;
-        }
-        points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-        for p in points {
-            let _ = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH);
-        }
-    }
-}
-
-/// Whether something is mounted exactly at `path`.
-pub fn is_mounted(path: &Path) -> bool {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    berth_fs::mountinfo::read_self()
-        .expect("mountinfo")
-        .iter()
-        .any(|m| m.mount_point == path)
+    berth_testkit::mount::detach_all_under(dir);
 }
 
 /// An in-process plugin.

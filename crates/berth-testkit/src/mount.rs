@@ -1,0 +1,173 @@
+//! Every mount and unmount that berth's tests make themselves: bind mounts, tmpfs, read-only
+//! remounts, and the detaching of whatever a test left mounted — in this one module, so that test
+//! code has a single place that makes mount syscalls (it will move onto berth-fs's mount API).
+//! Also reading which mounts exist under a directory (through `berth_fs::mountinfo`), and
+//! [`Scratch`], a temporary directory that is never deleted through a mount.
+//!
+//! Invariants: [`Scratch`] detaches every mount under its directory, deepest first, before the
+//! directory is deleted, and leaks the directory rather than delete it while anything is still
+//! mounted there (`remove_dir_all` crosses mounts, and would delete a bind source's files).
+//!
+//! Limits: test code only. Helpers panic with the path and the errno when a mount fails; the
+//! cleanup helpers ignore errors (they run in `Drop`). Run mounting tests in a private mount
+//! namespace ([`crate::ns`]) so nothing can leak to the host.
+
+use std::ffi::CStr;
+use std::path::{Path, PathBuf};
+
+use berth_fs::mountinfo;
+use rustix::mount::{MountFlags, UnmountFlags};
+
+/// Mount points at or below `dir` (canonicalised when it exists), deepest first.
+///
+/// # Panics
+///
+/// When `/proc/self/mountinfo` cannot be read.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = mountinfo::read_self().expect("mountinfo");
+    mountinfo::at_or_below(&mounts, &dir)
+        .into_iter()
+        .map(|m| m.mount_point.clone())
+        .collect()
+}
+
+/// Whether something is mounted exactly at `path` (canonicalised when it exists).
+///
+/// # Panics
+///
+/// When `/proc/self/mountinfo` cannot be read.
+pub fn is_mounted(path: &Path) -> bool {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    mountinfo::read_self()
+        .expect("mountinfo")
+        .iter()
+        .any(|m| m.mount_point == path)
+}
+
+/// Lazily detaches every mount at or below `dir`, deepest first, in up to ten rounds (test
+/// cleanup only; berth never does this). Errors are ignored.
+pub fn detach_all_under(dir: &Path) {
+    for _ in 0..10 {
+        let points = mounts_under(dir);
+        if points.is_empty() {
+            return;
+        }
+        for p in points {
+            let _ = rustix::mount::unmount(&p, UnmountFlags::DETACH);
+        }
+    }
+}
+
+/// Bind-mounts `src` on `dst`.
+///
+/// # Panics
+///
+/// When the mount fails.
+pub fn bind(src: &Path, dst: &Path) {
+    rustix::mount::mount_bind(src, dst)
+        .unwrap_or_else(|e| panic!("bind {} on {}: {e}", src.display(), dst.display()));
+}
+
+/// Mounts a tmpfs named `source` on `dst` with mount options `options` (e.g. `c"size=1m"`).
+///
+/// # Panics
+///
+/// When the mount fails.
+pub fn tmpfs(source: &str, dst: &Path, options: &CStr) {
+    rustix::mount::mount(source, dst, "tmpfs", MountFlags::empty(), options)
+        .unwrap_or_else(|e| panic!("tmpfs on {}: {e}", dst.display()));
+}
+
+/// Remounts the mount at `dir` read-only (`true`) or read-write (`false`).
+///
+/// # Panics
+///
+/// When the remount fails.
+pub fn remount(dir: &Path, read_only: bool) {
+    let flags = if read_only {
+        MountFlags::RDONLY
+    } else {
+        MountFlags::empty()
+    };
+    rustix::mount::mount_remount(dir, flags, "")
+        .unwrap_or_else(|e| panic!("remount {}: {e}", dir.display()));
+}
+
+/// Remounts the mount at `dir` read-write, ignoring errors (for `Drop`).
+pub fn remount_read_write_quietly(dir: &Path) {
+    let _ = rustix::mount::mount_remount(dir, MountFlags::empty(), "");
+}
+
+/// Unmounts the mount at `path` (not lazily).
+///
+/// # Panics
+///
+/// When the unmount fails.
+pub fn unmount(path: &Path) {
+    rustix::mount::unmount(path, UnmountFlags::empty())
+        .unwrap_or_else(|e| panic!("unmount {}: {e}", path.display()));
+}
+
+/// A temporary directory (canonical path) that, when dropped, first detaches every mount under it,
+/// so that deleting it can never reach into a mount source. While something is still mounted
+/// there after that, the directory is kept (leaked) rather than deleted.
+pub struct Scratch {
+    pub path: PathBuf,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Scratch {
+    /// A new directory in the system's temporary directory (name `berth-test.…`).
+    ///
+    /// # Panics
+    ///
+    /// When the directory cannot be created.
+    pub fn new() -> Scratch {
+        Scratch::with_prefix("berth-test.")
+    }
+
+    /// A new directory in the system's temporary directory, its name starting with `prefix`.
+    ///
+    /// # Panics
+    ///
+    /// When the directory cannot be created.
+    pub fn with_prefix(prefix: &str) -> Scratch {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .expect("temp dir");
+        let path = dir.path().canonicalize().expect("canonical temp dir");
+        Scratch {
+            path,
+            dir: Some(dir),
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.path.join(rel)
+    }
+}
+
+impl Default for Scratch {
+    fn default() -> Scratch {
+        Scratch::new()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        detach_all_under(&self.path);
+        if let Some(dir) = self.dir.take()
+            && !mounts_under(&self.path).is_empty()
+        {
+            // Still mounted: leak the directory rather than delete through a mount.
+            let _ = dir.keep();
+        }
+    }
+}
