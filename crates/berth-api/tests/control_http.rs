@@ -116,7 +116,7 @@ struct Server {
 async fn start() -> Server {
     let dir = tempfile::tempdir().expect("tmp");
     let socket = dir.path().join("run").join("api.sock");
-    let listener = control::bind(&socket).await.expect("bind");
+    let listener = control::bind(&socket).await.expect("bind").0;
     let fake = Fake::new();
     tokio::spawn(control::serve(listener, fake.clone()));
     Server {
@@ -374,7 +374,7 @@ async fn events_are_newline_delimited_json_and_a_second_agent_cannot_take_the_so
     let text = String::from_utf8_lossy(&got);
     assert!(text.contains("application/x-ndjson"), "{text}");
     match control::bind(&srv.socket).await {
-        Err(control::BindError::InUse { .. }) => {}
+        Err(control::BindError::Claim(berth_fs::socket::SocketError::InUse { .. })) => {}
         other => panic!("{other:?}"),
     }
     use std::os::unix::fs::PermissionsExt;

@@ -1,5 +1,6 @@
 //! berth-fs: the only code in berth that makes mount syscalls, replaces or renames crash-safe
-//! files, unmounts or deletes directory trees, and the mount knowledge it needs.
+//! files, unmounts or deletes directory trees, removes socket files, and the mount knowledge it
+//! needs.
 //!
 //! Rule (from the cleanup seed and `shared/reference/safe-cleanup.md`): never delete data behind a
 //! mount.
@@ -18,6 +19,8 @@
 //! - [`remove_tree`]: unmount first; if anything stays mounted, delete nothing; otherwise delete with
 //!   descriptor-relative calls that never follow a symlink and stop at any mount met on the way.
 //! - [`rmdir::remove_empty_dir`]: delete one empty directory (a mount point after its unmount).
+//! - [`socket`]: claim a path for a Unix socket (a stale socket replaced, anything that is not a
+//!   socket never removed) and remove one's own socket at exit.
 //!
 //! Limits: Linux only; the calls block (async callers run them on a blocking pool).
 
@@ -30,6 +33,7 @@ pub mod mount;
 pub mod mountinfo;
 mod remove;
 pub mod rmdir;
+pub mod socket;
 mod unmount;
 
 pub use atomic::{AtomicError, write_atomic};

@@ -1,6 +1,7 @@
 //! Every mount and unmount that berth's tests make themselves: bind mounts, tmpfs, read-only
 //! remounts, and the detaching of whatever a test left mounted — in this one module, so that test
-//! code has a single place that makes mount syscalls (it will move onto berth-fs's mount API).
+//! code has a single place that mounts, and it does so through berth-fs's mount API (the only code
+//! in the workspace that makes mount syscalls).
 //! Also reading which mounts exist under a directory (through `berth_fs::mountinfo`), and
 //! [`Scratch`], a temporary directory that is never deleted through a mount.
 //!
@@ -15,8 +16,8 @@
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
+use berth_fs::mount::{self as fsmount, MountFlags, UnmountFlags};
 use berth_fs::mountinfo;
-use rustix::mount::{MountFlags, UnmountFlags};
 
 /// Mount points at or below `dir` (canonicalised when it exists), deepest first.
 ///
@@ -54,7 +55,7 @@ pub fn detach_all_under(dir: &Path) {
             return;
         }
         for p in points {
-            let _ = rustix::mount::unmount(&p, UnmountFlags::DETACH);
+            let _ = fsmount::unmount(&p, UnmountFlags::DETACH);
         }
     }
 }
@@ -65,7 +66,7 @@ pub fn detach_all_under(dir: &Path) {
 ///
 /// When the mount fails.
 pub fn bind(src: &Path, dst: &Path) {
-    rustix::mount::mount_bind(src, dst)
+    fsmount::bind(src, dst)
         .unwrap_or_else(|e| panic!("bind {} on {}: {e}", src.display(), dst.display()));
 }
 
@@ -75,7 +76,7 @@ pub fn bind(src: &Path, dst: &Path) {
 ///
 /// When the mount fails.
 pub fn tmpfs(source: &str, dst: &Path, options: &CStr) {
-    rustix::mount::mount(source, dst, "tmpfs", MountFlags::empty(), options)
+    fsmount::mount(source, dst, "tmpfs", MountFlags::empty(), options)
         .unwrap_or_else(|e| panic!("tmpfs on {}: {e}", dst.display()));
 }
 
@@ -85,18 +86,13 @@ pub fn tmpfs(source: &str, dst: &Path, options: &CStr) {
 ///
 /// When the remount fails.
 pub fn remount(dir: &Path, read_only: bool) {
-    let flags = if read_only {
-        MountFlags::RDONLY
-    } else {
-        MountFlags::empty()
-    };
-    rustix::mount::mount_remount(dir, flags, "")
+    fsmount::remount_read_only(dir, read_only)
         .unwrap_or_else(|e| panic!("remount {}: {e}", dir.display()));
 }
 
 /// Remounts the mount at `dir` read-write, ignoring errors (for `Drop`).
 pub fn remount_read_write_quietly(dir: &Path) {
-    let _ = rustix::mount::mount_remount(dir, MountFlags::empty(), "");
+    let _ = fsmount::remount_read_only(dir, false);
 }
 
 /// Unmounts the mount at `path` (not lazily).
@@ -105,7 +101,7 @@ pub fn remount_read_write_quietly(dir: &Path) {
 ///
 /// When the unmount fails.
 pub fn unmount(path: &Path) {
-    rustix::mount::unmount(path, UnmountFlags::empty())
+    fsmount::unmount(path, UnmountFlags::empty())
         .unwrap_or_else(|e| panic!("unmount {}: {e}", path.display()));
 }
 

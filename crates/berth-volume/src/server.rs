@@ -16,7 +16,7 @@ use std::convert::Infallible;
 use std::ffi::OsString;
 use std::fs::File;
 use std::future::Future;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,7 +116,7 @@ pub struct Server {
     registry: Arc<Registry>,
     listener: UnixListener,
     socket: PathBuf,
-    socket_id: (u64, u64),
+    socket_id: berth_fs::socket::SocketId,
     grace: Duration,
     report: RecoveryReport,
     format: Format,
@@ -245,52 +245,41 @@ pub async fn serve(config: &ServeConfig, shutdown: impl Future<Output = ()>) -> 
     Server::start(config).await?.run(shutdown).await
 }
 
-/// Bind the socket: create its directory, replace a stale socket (nobody answers on it), refuse a
-/// live one or anything that is not a socket. Mode 0600: only root (dockerd) may call.
-fn bind_socket(path: &Path) -> Result<(UnixListener, (u64, u64))> {
+/// Bind the plugin's socket (through `berth_fs::socket::claim`: a stale socket is replaced, a live
+/// one or anything that is not a socket refused). Mode 0600: only root (dockerd) may call.
+fn bind_socket(path: &Path) -> Result<(UnixListener, berth_fs::socket::SocketId)> {
+    use berth_fs::socket::{Claimed, SocketError};
     let err = |reason: String| Error::Socket {
         path: path.to_path_buf(),
         reason,
     };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| err(format!("creating its directory: {e}")))?;
-    }
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => {
-            match std::os::unix::net::UnixStream::connect(path) {
-                Ok(_) => {
-                    return Err(err(
-                        "another process is serving on it (stop it first)".to_owned()
-                    ));
-                }
-                Err(_) => {
-                    tracing::warn!(socket = %path.display(), "replacing a stale socket");
-                    std::fs::remove_file(path)
-                        .map_err(|e| err(format!("removing the stale socket: {e}")))?;
-                }
-            }
+    match berth_fs::socket::claim(path) {
+        Ok(Claimed::Free) => {}
+        Ok(Claimed::ReplacedStale) => {
+            tracing::warn!(socket = %path.display(), "replaced a stale socket");
         }
-        Ok(_) => {
+        Err(SocketError::InUse { .. }) => {
             return Err(err(
-                "exists and is not a socket; refusing to replace it".to_owned()
+                "another process is serving on it (stop it first)".to_owned()
             ));
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(e.to_string())),
+        Err(SocketError::NotASocket { what, .. }) => {
+            return Err(err(format!(
+                "exists and is {what}, not a socket; refusing to replace it"
+            )));
+        }
+        Err(e @ SocketError::Io { .. }) => return Err(err(e.to_string())),
     }
     let listener = UnixListener::bind(path).map_err(|e| err(format!("bind: {e}")))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| err(format!("chmod: {e}")))?;
-    let meta = std::fs::symlink_metadata(path).map_err(|e| err(e.to_string()))?;
-    Ok((listener, (meta.dev(), meta.ino())))
+    let id = berth_fs::socket::identity(path).map_err(|e| err(e.to_string()))?;
+    Ok((listener, id))
 }
 
 /// Remove the socket file if it is still the one this process bound.
-fn remove_own_socket(path: &Path, id: (u64, u64)) {
-    if let Ok(meta) = std::fs::symlink_metadata(path)
-        && (meta.dev(), meta.ino()) == id
-        && let Err(e) = std::fs::remove_file(path)
-    {
+fn remove_own_socket(path: &Path, id: berth_fs::socket::SocketId) {
+    if let Err(e) = berth_fs::socket::release(path, id) {
         tracing::warn!(socket = %path.display(), error = %e, "could not remove the socket");
     }
 }

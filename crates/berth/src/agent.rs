@@ -429,7 +429,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => tracing::warn!(error = %e, "cannot list berth's containers"),
     }
-    let listener = berth_api::control::bind(&args.api_socket).await?;
+    let (listener, socket) = berth_api::control::bind(&args.api_socket).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     // Every state change is already in the store: on SIGTERM the agent stops serving, lets each
@@ -440,7 +440,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         _ = sigterm.recv() => tracing::info!("SIGTERM: berth agent stopping; running tasks keep running"),
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: berth agent stopping; running tasks keep running"),
     }
-    let _ = std::fs::remove_file(&args.api_socket);
+    socket.release();
     agent.shutdown.cancel();
     agent.tracker.close();
     let limit = berth_engine::actor::DEFAULT_SHUTDOWN_GRACE + Duration::from_secs(10);

@@ -949,3 +949,28 @@ fn stop_of_a_stopped_task_says_so_and_rm_still_cleans_it_up() {
     assert_eq!(code, 1);
     assert!(err.contains(&format!("no task {id}")), "{err}");
 }
+
+#[test]
+fn an_api_socket_path_that_is_a_regular_file_is_refused_and_kept() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("precious");
+    std::fs::write(&file, b"data").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["agent", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--api-socket")
+        .arg(&file)
+        .args(["--metadata-addr", "127.0.0.1:0"])
+        .output()
+        .expect("berth agent runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} exists and is a regular file, not a socket; refusing to replace it",
+            file.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&file).expect("kept"), b"data");
+}

@@ -81,20 +81,9 @@ async fn limits(req: Request, next: Next) -> Response {
 /// Why the control socket could not be bound.
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
-    #[error("creating {path}")]
-    CreateDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("another agent answers on {path}")]
-    InUse { path: PathBuf },
-    #[error("removing stale {path}")]
-    RemoveStale {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The path is taken: another agent answers there, or it is not a socket (never removed).
+    #[error(transparent)]
+    Claim(#[from] berth_fs::socket::SocketError),
     #[error("binding {path}")]
     Bind {
         path: PathBuf,
@@ -109,29 +98,46 @@ pub enum BindError {
     },
 }
 
-/// Bind the control socket: parent directory created, a stale socket (nobody answering) replaced,
-/// mode 0600. A socket something answers on is left alone ([`BindError::InUse`]).
-pub async fn bind(path: &Path) -> Result<tokio::net::UnixListener, BindError> {
+/// The control socket's file as this agent bound it, so that only this socket is removed at exit
+/// ([`OwnSocket::release`]; another agent may have replaced it meanwhile).
+#[derive(Debug)]
+pub struct OwnSocket {
+    path: PathBuf,
+    id: berth_fs::socket::SocketId,
+}
+
+impl OwnSocket {
+    /// Remove the socket file if it is still this one.
+    pub fn release(&self) {
+        if let Err(e) = berth_fs::socket::release(&self.path, self.id) {
+            tracing::warn!(error = %e, "cannot remove the control socket");
+        }
+    }
+}
+
+/// Bind the control socket through `berth_fs::socket::claim`: parent directory created, a stale
+/// socket (nobody answering) replaced, a socket something answers on left alone, anything that is
+/// not a socket never removed; mode 0600.
+pub async fn bind(path: &Path) -> Result<(tokio::net::UnixListener, OwnSocket), BindError> {
     use std::os::unix::fs::PermissionsExt;
     let at = || path.to_path_buf();
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|source| BindError::CreateDir {
-            path: parent.to_path_buf(),
-            source,
-        })?;
-    }
-    if path.exists() {
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
-            return Err(BindError::InUse { path: at() });
-        }
-        std::fs::remove_file(path)
-            .map_err(|source| BindError::RemoveStale { path: at(), source })?;
+    let owned = path.to_path_buf();
+    // A blocking probe and unlink: off the async threads.
+    let claimed = tokio::task::spawn_blocking(move || berth_fs::socket::claim(&owned))
+        .await
+        .map_err(|e| BindError::Bind {
+            path: at(),
+            source: std::io::Error::other(e),
+        })??;
+    if claimed == berth_fs::socket::Claimed::ReplacedStale {
+        tracing::warn!(socket = %path.display(), "replaced a stale control socket");
     }
     let listener = tokio::net::UnixListener::bind(path)
         .map_err(|source| BindError::Bind { path: at(), source })?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|source| BindError::Mode { path: at(), source })?;
-    Ok(listener)
+    let id = berth_fs::socket::identity(path)?;
+    Ok((listener, OwnSocket { path: at(), id }))
 }
 
 /// Serve the control API on `listener`; returns only on an accept error. To stop, drop the future
