@@ -50,6 +50,7 @@ pub(crate) fn info_of(r: ContainerInspectResponse) -> ContainerInfo {
     let state = r.state.unwrap_or_default();
     let finished_at = state.finished_at.as_deref().and_then(parse_docker_time);
     let running = state.running.unwrap_or(false);
+    let removing = state.status == Some(bollard::models::ContainerStateStatusEnum::REMOVING);
     ContainerInfo {
         id: r.id.unwrap_or_default(),
         name: r
@@ -72,6 +73,7 @@ pub(crate) fn info_of(r: ContainerInspectResponse) -> ContainerInfo {
             .unwrap_or_default()
             .into_iter()
             .collect(),
+        removing,
     }
 }
 

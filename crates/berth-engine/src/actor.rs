@@ -225,6 +225,9 @@ pub async fn run_task<R: Runtime>(
                     reconnect_delay = MIN_RECONNECT_DELAY;
                     if let Some(ev) = translate(&state, ev) {
                         state.apply(&ev);
+                        if let Some(vanished) = removed_behind_our_back(&*rt, &state, &ev).await {
+                            state.apply(&vanished);
+                        }
                     }
                 }
                 // The stream broke (Docker restarted, connection lost): wait, then subscribe again
@@ -430,7 +433,7 @@ async fn resync<R: Runtime>(rt: &R, state: &mut TaskState) {
             Err(RuntimeError::NotFound(_)) => Some(Event::Vanished {
                 container: i,
                 at: now_ms(),
-                reason: "container removed from Docker behind berth's back".into(),
+                reason: VANISHED_REASON.into(),
             }),
             Err(e) => {
                 tracing::warn!(task = %state.id, container = %state.containers[i].name, error = %e, "inspect failed during resync");
@@ -465,11 +468,43 @@ fn translate(state: &TaskState, ev: RuntimeEvent) -> Option<Event> {
             Event::Vanished {
                 container: i,
                 at,
-                reason: "container removed from Docker behind berth's back".into(),
+                reason: VANISHED_REASON.into(),
             }
         }
     })
 }
+
+/// After a `die` berth did not cause (no stop sent): is Docker removing the container
+/// (`docker rm -f` behind berth's back)? Its `destroy` event may come only after the task has
+/// finished, so one inspect settles it now: not found, or marked as being removed, is a vanished
+/// container (the reason says so); anything else is an ordinary exit.
+async fn removed_behind_our_back<R: Runtime>(
+    rt: &R,
+    state: &TaskState,
+    ev: &Event,
+) -> Option<Event> {
+    let Event::Exited { container, at, .. } = ev else {
+        return None;
+    };
+    let c = &state.containers[*container];
+    if c.stop_sent {
+        return None;
+    }
+    let id = c.docker_id.as_deref()?;
+    let removed = match rt.inspect(id).await {
+        Ok(info) => info.removing,
+        Err(RuntimeError::NotFound(_)) => true,
+        Err(_) => false,
+    };
+    removed.then(|| Event::Vanished {
+        container: *container,
+        at: *at,
+        reason: VANISHED_REASON.into(),
+    })
+}
+
+/// The reason of a container removed from Docker by someone else.
+const VANISHED_REASON: &str = "container removed from Docker behind berth's back";
 
 /// Create the task's scratch directories and Docker volumes. A volume that cannot be provided stops
 /// every container that mounts it (and so the task, if one of them is essential).
@@ -664,7 +699,7 @@ fn spawn_effect<R: Runtime>(
                     Err(RuntimeError::NotFound(_)) => Event::Vanished {
                         container: i,
                         at: now_ms(),
-                        reason: "container removed from Docker behind berth's back".into(),
+                        reason: VANISHED_REASON.into(),
                     },
                     Err(e) => Event::StopFailed {
                         container: i,

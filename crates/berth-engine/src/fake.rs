@@ -338,6 +338,8 @@ impl Runtime for FakeRuntime {
             finished_at: c.finished_at,
             health: c.health,
             labels: c.spec.labels.clone(),
+            // The fake removes in one step: after a remove's `die` the container is not found.
+            removing: false,
         })
     }
 

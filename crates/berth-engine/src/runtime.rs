@@ -61,6 +61,9 @@ pub struct ContainerInfo {
     pub finished_at: Option<Millis>,
     pub health: Option<Health>,
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Docker is removing the container (`docker rm -f`: removal is marked in progress before the
+    /// kill, so an inspect after its `die` event says so, or answers not found).
+    pub removing: bool,
 }
 
 /// What the task metadata endpoint needs to know about a created container beyond the task state

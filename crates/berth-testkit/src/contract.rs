@@ -519,13 +519,27 @@ pub async fn remove_of_a_running_container_kills_it<S: Subject>(subject: &S) {
         |e| matches!(e, RuntimeEvent::Start { id: i, .. } if *i == id),
     )
     .await;
-    rt.remove(&id)
-        .await
-        .unwrap_or_else(|e| panic!("remove: {e}"));
-    let die = expect_event(&mut events, "die", |e| {
-        matches!(e, RuntimeEvent::Die { id: i, .. } | RuntimeEvent::Destroy { id: i, .. } if *i == id)
-    })
-    .await;
+    // While the remove runs: once its `die` has arrived, an inspect already says the container is
+    // being removed, or that it is gone (Docker marks the removal before it kills; the engine
+    // relies on this to tell `docker rm -f` from an ordinary exit).
+    let removing = async {
+        let die = expect_event(&mut events, "die", |e| {
+            matches!(e, RuntimeEvent::Die { id: i, .. } | RuntimeEvent::Destroy { id: i, .. } if *i == id)
+        })
+        .await;
+        let seen = match rt.inspect(&id).await {
+            Ok(info) => info.removing,
+            Err(RuntimeError::NotFound(_)) => true,
+            Err(e) => panic!("inspect after die: {e}"),
+        };
+        (die, seen)
+    };
+    let (removed, (die, removing_seen)) = tokio::join!(rt.remove(&id), removing);
+    removed.unwrap_or_else(|e| panic!("remove: {e}"));
+    assert!(
+        removing_seen,
+        "after the die of a forced remove, inspect says removing or not found"
+    );
     assert!(
         matches!(
             die,
