@@ -200,34 +200,26 @@ pub trait Runtime: Send + Sync + 'static {
         task_id: &str,
     ) -> impl Future<Output = Result<BoxStream<'static, RuntimeEvent>, RuntimeError>> + Send;
 
-    // --- For the task metadata endpoint. Defaults answer "not supported", so a runtime that does
-    // not serve metadata need not implement them.
+    // --- For the task metadata endpoint. No defaults: every runtime (and every wrapper of one,
+    // such as the agent's timing decorator) says what it does, so a wrapper cannot silently answer
+    // "not supported" for a call its inner runtime serves.
 
     /// Dynamic details of a created container (addresses, bound ports, image id, health output).
     fn inspect_details(
         &self,
         id: &str,
-    ) -> impl Future<Output = Result<ContainerDetails, RuntimeError>> + Send {
-        let message = format!("inspect details of {id}: not supported by this runtime");
-        async move { Err(RuntimeError::Other(message)) }
-    }
+    ) -> impl Future<Output = Result<ContainerDetails, RuntimeError>> + Send;
 
     /// One sample of the container's resource statistics, in the engine's own JSON (Docker's
     /// `GET /containers/{id}/stats?stream=false&one-shot=true`).
     fn stats(
         &self,
         id: &str,
-    ) -> impl Future<Output = Result<serde_json::Value, RuntimeError>> + Send {
-        let message = format!("stats of {id}: not supported by this runtime");
-        async move { Err(RuntimeError::Other(message)) }
-    }
+    ) -> impl Future<Output = Result<serde_json::Value, RuntimeError>> + Send;
 
     /// Inspect a network by name (e.g. `bridge`, to find its gateway address).
     fn inspect_network(
         &self,
         name: &str,
-    ) -> impl Future<Output = Result<NetworkInfo, RuntimeError>> + Send {
-        let message = format!("inspect network {name}: not supported by this runtime");
-        async move { Err(RuntimeError::Other(message)) }
-    }
+    ) -> impl Future<Output = Result<NetworkInfo, RuntimeError>> + Send;
 }

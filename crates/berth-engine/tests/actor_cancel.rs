@@ -130,6 +130,27 @@ impl Runtime for Slow {
         self.record(format!("events {task_id}"), self.inner.events(task_id))
             .await
     }
+    async fn inspect_details(
+        &self,
+        id: &str,
+    ) -> Result<berth_engine::ContainerDetails, RuntimeError> {
+        self.record(
+            format!("inspect_details {id}"),
+            self.inner.inspect_details(id),
+        )
+        .await
+    }
+    async fn stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
+        self.record(format!("stats {id}"), self.inner.stats(id))
+            .await
+    }
+    async fn inspect_network(&self, name: &str) -> Result<berth_engine::NetworkInfo, RuntimeError> {
+        self.record(
+            format!("inspect_network {name}"),
+            self.inner.inspect_network(name),
+        )
+        .await
+    }
 }
 
 /// Run the task `a` (runs until stopped) + `b` (its create is slow); cancel as soon as `a` is
