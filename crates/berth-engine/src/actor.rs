@@ -75,6 +75,10 @@ pub struct RunConfig {
     pub cancel: CancellationToken,
     /// How long a cancelled actor waits for its effects in flight before abandoning them.
     pub shutdown_grace: Duration,
+    /// Told the task's id once the actor's state reflects Docker: after adopting its containers
+    /// (on resume) and preparing its volumes, before its first decision. The agent counts these
+    /// to say when a restart's reconciliation is done.
+    pub ready: Option<mpsc::UnboundedSender<String>>,
 }
 
 /// Counters the engine keeps for `/metrics` (shared by every task of an agent).
@@ -115,6 +119,7 @@ impl RunConfig {
             metrics: Arc::new(EngineMetrics::default()),
             cancel: CancellationToken::new(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            ready: None,
         }
     }
 }
@@ -189,6 +194,9 @@ pub async fn run_task<R: Runtime>(
         adopt(&*rt, &mut state).await;
     }
     let volumes = prepare_volumes(&*rt, &mut state, &config).await;
+    if let Some(ready) = &config.ready {
+        let _ = ready.send(state.id.clone());
+    }
     let mut saved: Option<TaskState> = None;
     let mut reconnect_delay = MIN_RECONNECT_DELAY;
 

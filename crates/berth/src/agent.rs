@@ -116,6 +116,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// How a task's actor starts.
+enum Start {
+    /// Submitted now: nothing exists in Docker yet.
+    New,
+    /// From the store after a restart: adopt its containers first, then send its id on the
+    /// channel (the agent counts these to log when reconciliation is done).
+    Resume(mpsc::UnboundedSender<String>),
+}
+
 struct Entry {
     snapshot: watch::Receiver<TaskState>,
     commands: mpsc::Sender<Command>,
@@ -153,7 +162,11 @@ impl Agent {
     }
 
     /// Start (or resume) a task's actor and its cleanup afterwards.
-    fn spawn(self: &Arc<Self>, state: TaskState, resume: bool) {
+    fn spawn(self: &Arc<Self>, state: TaskState, start: Start) {
+        let (resume, ready) = match start {
+            Start::New => (false, None),
+            Start::Resume(ready) => (true, Some(ready)),
+        };
         let (cmd_tx, cmd_rx) = mpsc::channel(8);
         let (snap_tx, snap_rx) = watch::channel(state.clone());
         self.directory.register(snap_rx.clone());
@@ -189,6 +202,7 @@ impl Agent {
             metrics: self.engine_metrics.clone(),
             metadata: self.metadata.get().cloned(),
             cancel: self.shutdown.child_token(),
+            ready,
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -344,6 +358,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
     let data_dir = args
         .data_dir
         .clone()
@@ -409,12 +424,24 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     // created from now on is given its address.
     let _metadata_server = start_metadata(&agent, &args).await?;
 
-    // Resume every task the store knows: actors adopt their containers from Docker first.
+    // Resume every task the store knows: actors adopt their containers from Docker first; once
+    // every one has, reconciliation is done (logged with its duration, counted from the start).
     let records = store.tasks().context("reading the state store")?;
+    let resumed = records.len();
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<String>();
     for rec in records {
-        tracing::info!(task = %rec.state.id, known = %rec.state.known(), "resuming task");
-        agent.spawn(rec.state, true);
+        tracing::debug!(task = %rec.state.id, known = %rec.state.known(), "resuming task");
+        agent.spawn(rec.state, Start::Resume(ready_tx.clone()));
     }
+    drop(ready_tx);
+    agent.tracker.spawn(async move {
+        let mut n = 0usize;
+        while n < resumed && ready_rx.recv().await.is_some() {
+            n += 1;
+        }
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(tasks = n, of = resumed, elapsed_ms, "tasks reconciled");
+    });
 
     // Containers of this data directory that no stored task owns are reported, never touched.
     let known: std::collections::BTreeSet<String> = agent.tasks().keys().cloned().collect();

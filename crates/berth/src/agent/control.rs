@@ -36,7 +36,7 @@ impl ControlPlane for Control {
         agent.store.save_state(&state).map_err(store_error)?;
         let id = state.id.clone();
         agent.metrics.task_submitted();
-        agent.spawn(state, false);
+        agent.spawn(state, super::Start::New);
         Ok(id)
     }
 
