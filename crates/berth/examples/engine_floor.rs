@@ -1,9 +1,10 @@
 //! Benchmark peer: the Docker Engine's own floor for starting a group of containers — the same
 //! create and start calls berth makes, straight on the Engine API with no agent logic.
 //!
-//! `engine_floor chain|parallel N IMAGE` creates and starts N containers (one after another for
-//! `chain`, all at once for `parallel`), prints the milliseconds until all are running, then removes
-//! them. Used by `scripts/bench`.
+//! `engine_floor chain|parallel|parallel:K N IMAGE` creates and starts N containers (one after
+//! another for `chain`, all at once for `parallel`, at most K create+start pairs in flight for
+//! `parallel:K`), prints the milliseconds until all are running, then removes them. Used by
+//! `scripts/bench` and `scripts/bench-agent`.
 
 use berth_testkit::bollard;
 use bollard::Docker;
@@ -45,24 +46,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (mode, n, image) = match &args[..] {
         [_, mode, n, image] => (mode.clone(), n.parse::<usize>()?, image.clone()),
-        _ => return Err("usage: engine_floor chain|parallel N IMAGE".into()),
+        _ => return Err("usage: engine_floor chain|parallel|parallel:K N IMAGE".into()),
+    };
+    let width = match mode.as_str() {
+        "chain" => 1,
+        "parallel" => n.max(1),
+        m => match m.strip_prefix("parallel:").map(str::parse::<usize>) {
+            Some(Ok(k)) if k > 0 => k,
+            _ => return Err(format!("unknown mode {m:?}: chain, parallel or parallel:K").into()),
+        },
     };
     let d = Docker::connect_with_defaults()?.negotiate_version().await?;
     let tag: u32 = std::process::id();
     let t = Instant::now();
-    let ids: Vec<String> = if mode == "chain" {
-        let mut ids = Vec::new();
-        for i in 0..n {
-            ids.push(create_start(&d, &format!("floor-{tag}-{i}"), &image).await?);
-        }
-        ids
-    } else {
-        let futs = (0..n).map(|i| {
-            let d = d.clone();
-            let image = image.clone();
-            async move { create_start(&d, &format!("floor-{tag}-{i}"), &image).await }
-        });
-        futures_util::future::try_join_all(futs).await?
+    // At most `width` create+start pairs in flight; a new one begins as soon as one finishes.
+    let ids: Vec<String> = {
+        use futures_util::{StreamExt as _, TryStreamExt as _};
+        futures_util::stream::iter(0..n)
+            .map(|i| {
+                let d = d.clone();
+                let image = image.clone();
+                async move { create_start(&d, &format!("floor-{tag}-{i}"), &image).await }
+            })
+            .buffer_unordered(width)
+            .try_collect()
+            .await?
     };
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     println!("{ms:.1}");
