@@ -156,6 +156,7 @@ fn log_text(log: &Path) -> String {
 impl Drop for PluginProcess {
     fn drop(&mut self) {
         self.kill9();
-        let _ = std::fs::remove_file(&self.socket);
+        // The killed plugin's socket is stale now: removed the way berth removes one.
+        let _ = berth_fs::socket::claim(&self.socket);
     }
 }
