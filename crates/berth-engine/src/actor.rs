@@ -98,8 +98,12 @@ impl EngineMetrics {
 
 /// Durable storage of task state, as the actor needs it.
 pub trait Persist: Send + Sync + 'static {
-    /// Save the state; durable when this returns.
-    fn save(&self, state: &TaskState) -> Result<(), String>;
+    /// Save the state; durable when the future resolves `Ok`. The actor awaits it before it acts
+    /// on the change, so an implementation may batch saves (the agent's store group-commits them).
+    fn save(
+        &self,
+        state: &TaskState,
+    ) -> futures_util::future::BoxFuture<'static, Result<(), String>>;
 }
 
 impl RunConfig {
@@ -208,7 +212,7 @@ pub async fn run_task<R: Runtime>(
         let (actions, wake_at) = state.step(config.options, now);
         // Persist before acting: a restarted agent must know every container name it may have
         // created and every stop it decided.
-        save(&config, &state, &mut saved);
+        save(&config, &state, &mut saved).await;
         for action in actions {
             spawn_effect(&rt, &config, &state, &volumes, action, &reports, &effects);
         }
@@ -280,7 +284,7 @@ pub async fn run_task<R: Runtime>(
         while let Ok(ev) = rx.try_recv() {
             fold_result(&config, &mut state, &ev);
         }
-        save(&config, &state, &mut saved);
+        save(&config, &state, &mut saved).await;
         publish(&state, &mut published, &reports, &snapshots);
         tracing::info!(task = %state.id, known = %state.known(), "task actor cancelled; its containers keep running");
     }
@@ -302,11 +306,11 @@ fn fold_result(config: &RunConfig, state: &mut TaskState, ev: &Event) {
 }
 
 /// Save the state through `config.persist` unless it is what was saved last.
-fn save(config: &RunConfig, state: &TaskState, saved: &mut Option<TaskState>) {
+async fn save(config: &RunConfig, state: &TaskState, saved: &mut Option<TaskState>) {
     if let Some(p) = &config.persist
         && saved.as_ref() != Some(state)
     {
-        if let Err(e) = p.save(state) {
+        if let Err(e) = p.save(state).await {
             tracing::error!(task = %state.id, error = %e, "cannot save the task state");
         }
         *saved = Some(state.clone());

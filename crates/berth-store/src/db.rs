@@ -20,6 +20,9 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::writer::Writer;
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "berth.redb";
@@ -52,9 +55,12 @@ pub struct TaskRecord {
     pub cleanup: Cleanup,
 }
 
-/// The state store. Cheap to share behind an `Arc`; redb serializes writers itself.
+/// The state store. Cheap to share behind an `Arc`; redb serializes writers itself. Task-state
+/// saves from the actors go through the group-committing [`Writer`](crate::writer).
 pub struct Store {
-    db: Database,
+    // Declared first so it is dropped (its thread joined) before `db`.
+    writer: Writer,
+    db: Arc<Database>,
     path: PathBuf,
 }
 
@@ -73,8 +79,12 @@ impl Store {
             path: data_dir.to_path_buf(),
             source,
         })?;
-        let db = Database::create(&path).map_err(|e| db_err(&path, e))?;
-        let store = Store { db, path };
+        let db = Arc::new(Database::create(&path).map_err(|e| db_err(&path, e))?);
+        let writer = Writer::start(db.clone(), TASKS).map_err(|source| StoreError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        let store = Store { writer, db, path };
         store.migrate(data_dir)?;
         Ok(store)
     }
@@ -282,9 +292,41 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Save a task's state, keeping its cleanup record, through the group-committing writer:
+    /// durable when the future resolves `Ok`; many tasks' saves share one transaction. Never
+    /// blocks the calling thread.
+    pub fn save_state_grouped(
+        &self,
+        state: &TaskState,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static {
+        let answer = self.writer.save(state.clone());
+        let path = self.path.clone();
+        async move {
+            match answer.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(message)) => Err(StoreError::Database { path, message }),
+                Err(_) => Err(StoreError::Database {
+                    path,
+                    message: "the state store's writer stopped before answering".into(),
+                }),
+            }
+        }
+    }
+
+    /// Transactions the group-committing writer has committed (each holds one or more saves).
+    pub fn group_commits(&self) -> u64 {
+        self.writer.commits()
+    }
+}
+
 impl berth_engine::Persist for Store {
-    fn save(&self, state: &TaskState) -> Result<(), String> {
-        self.save_state(state).map_err(|e| e.to_string())
+    fn save(
+        &self,
+        state: &TaskState,
+    ) -> futures_util::future::BoxFuture<'static, Result<(), String>> {
+        let saved = self.save_state_grouped(state);
+        Box::pin(async move { saved.await.map_err(|e| e.to_string()) })
     }
 }
 

@@ -2,7 +2,8 @@
 //! volume plugin is its own process and keeps its own state file, in berth-volume.)
 //!
 //! - [`db::Store`]: the agent's embedded database (`DATA_DIR/berth.redb`): tasks and the images
-//!   berth pulled.
+//!   berth pulled. The actors' task-state saves are group-committed by one writer thread
+//!   (`writer`): every save queued while a commit runs goes into the next transaction.
 //! - [`PulledImages`]: the record of pulled images for `berth run` without an agent, a small JSON
 //!   file (`pulled-images.json`) with a version field, replaced on every change through
 //!   [`berth_fs::write_atomic`] (temporary file in the same directory, fsync, rename, fsync of the
@@ -13,6 +14,7 @@
 //! berth-fs's; this crate decides what is written and when.
 
 pub mod db;
+mod writer;
 
 pub use db::{Cleanup, Store, TaskRecord};
 

@@ -33,7 +33,11 @@ impl ControlPlane for Control {
         let agent = &self.0;
         let state = TaskState::new(berth_engine::new_task_id(), definition, now_ms());
         // Stored (with every container's Docker name) before anything is created.
-        agent.store.save_state(&state).map_err(store_error)?;
+        agent
+            .store
+            .save_state_grouped(&state)
+            .await
+            .map_err(store_error)?;
         let id = state.id.clone();
         agent.metrics.task_submitted();
         agent.spawn(state, super::Start::New);

@@ -1,0 +1,128 @@
+//! Group commit of task states: the actors' saves, batched into as few redb transactions as the
+//! disk allows, off the async threads.
+//!
+//! Every actor saves its task's state before it acts on a change ([`berth_engine::Persist`]), and a
+//! redb commit is an fsync. Done inline, each save blocked an async worker thread for a whole fsync
+//! (a slow disk stalled every task, the control API and the metadata endpoint) and a hundred tasks
+//! starting at once queued a hundred fsyncs one after another. Here one thread owns task-state
+//! writes: it takes every save queued while the previous commit ran, writes them in one
+//! transaction (the last state of each task wins; each keeps its stored cleanup record), commits
+//! once, and answers every caller with the outcome. A save is durable when its future resolves
+//! `Ok`; a failed commit fails every save of that batch (none of them is acknowledged).
+//!
+//! Hand-written: redb has no group commit of its own and no async API; the loop is a few lines
+//! over a std channel and tokio's oneshot.
+
+use crate::TaskRecord;
+use berth_engine::TaskState;
+use redb::{Database, ReadableTable, TableDefinition};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use tokio::sync::oneshot;
+
+type Reply = oneshot::Sender<Result<(), String>>;
+
+/// The handle the store keeps; dropping it ends the thread after the saves already queued.
+pub(crate) struct Writer {
+    queue: Option<mpsc::Sender<(TaskState, Reply)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    commits: Arc<AtomicU64>,
+}
+
+impl Writer {
+    pub(crate) fn start(
+        db: Arc<Database>,
+        tasks: TableDefinition<'static, &'static str, &'static [u8]>,
+    ) -> std::io::Result<Writer> {
+        let (tx, rx) = mpsc::channel::<(TaskState, Reply)>();
+        let commits = Arc::new(AtomicU64::new(0));
+        let counted = commits.clone();
+        let thread = std::thread::Builder::new()
+            .name("berth-store-writer".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    batch.extend(rx.try_iter());
+                    let outcome = commit(&db, tasks, &batch).map_err(|e| e.to_string());
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    for (_, reply) in batch {
+                        let _ = reply.send(outcome.clone());
+                    }
+                }
+            })?;
+        Ok(Writer {
+            queue: Some(tx),
+            thread: Some(thread),
+            commits,
+        })
+    }
+
+    /// Queue a save; the receiver answers once it is durable (or failed).
+    pub(crate) fn save(&self, state: TaskState) -> oneshot::Receiver<Result<(), String>> {
+        let (reply, answer) = oneshot::channel();
+        match &self.queue {
+            Some(q) => {
+                if let Err(mpsc::SendError((_, reply))) = q.send((state, reply)) {
+                    let _ = reply.send(Err("the state store's writer has stopped".into()));
+                }
+            }
+            None => {
+                let _ = reply.send(Err("the state store is closed".into()));
+            }
+        }
+        answer
+    }
+
+    /// Transactions committed so far (each holds one or more saves).
+    pub(crate) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread once it has committed what was queued; joining it
+        // releases its handle on the database before the store's own is dropped (a reopen in the
+        // same process must not find the file still open).
+        self.queue = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One transaction for the whole batch: the last state of each task, with its stored cleanup.
+fn commit(
+    db: &Database,
+    tasks: TableDefinition<'static, &'static str, &'static [u8]>,
+    batch: &[(TaskState, Reply)],
+) -> Result<(), redb::Error> {
+    let mut last: BTreeMap<&str, &TaskState> = BTreeMap::new();
+    for (state, _) in batch {
+        last.insert(state.id.as_str(), state);
+    }
+    let txn = db.begin_write()?;
+    {
+        let mut t = txn.open_table(tasks)?;
+        for (id, state) in last {
+            let cleanup = t
+                .get(id)?
+                .and_then(|v| serde_json::from_slice::<TaskRecord>(v.value()).ok())
+                .map(|r| r.cleanup)
+                .unwrap_or_default();
+            let rec = TaskRecord {
+                state: state.clone(),
+                cleanup,
+            };
+            // A task state always serialises (plain data, string keys); an error here would be a
+            // bug, reported to every caller of the batch rather than panicking the writer.
+            let bytes =
+                serde_json::to_vec(&rec).map_err(|e| redb::Error::Io(std::io::Error::other(e)))?;
+            t.insert(id, bytes.as_slice())?;
+        }
+    }
+    txn.commit()?;
+    Ok(())
+}
