@@ -189,29 +189,6 @@ impl Store {
         txn.commit().map_err(|e| self.err(e))
     }
 
-    /// Save a task's state, keeping its cleanup record; one transaction, durable when this
-    /// returns.
-    pub fn save_state(&self, state: &TaskState) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        {
-            let mut t = txn.open_table(TASKS).map_err(|e| self.err(e))?;
-            let cleanup = t
-                .get(state.id.as_str())
-                .map_err(|e| self.err(e))?
-                .and_then(|v| serde_json::from_slice::<TaskRecord>(v.value()).ok())
-                .map(|r| r.cleanup)
-                .unwrap_or_default();
-            let rec = TaskRecord {
-                state: state.clone(),
-                cleanup,
-            };
-            let bytes = serde_json::to_vec(&rec).map_err(|e| self.err(e))?;
-            t.insert(state.id.as_str(), bytes.as_slice())
-                .map_err(|e| self.err(e))?;
-        }
-        txn.commit().map_err(|e| self.err(e))
-    }
-
     pub fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let t = match txn.open_table(TASKS) {

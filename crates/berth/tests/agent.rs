@@ -110,6 +110,24 @@ impl Agent {
         }
     }
 
+    /// Wait (30 s at most) until the agent no longer lists the task: it was cleaned up.
+    fn wait_forgotten(&self, id: &str) {
+        let t = Instant::now();
+        loop {
+            let (_, ps, _) = self.cli(&["ps", "-a", "--output", "json"]);
+            let tasks: Vec<Value> = serde_json::from_str(&ps).expect("JSON");
+            if !tasks.iter().any(|t| t["task"] == id) {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "not cleaned up: {ps}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
     }
@@ -381,20 +399,7 @@ fn cleanup_after_the_wait_removes_containers_directory_and_the_task() {
                      "volumes": [{"name": "scratch", "host": {}}]});
     let id = agent.submit(&def);
     let task_dir: PathBuf = agent.dir.path().join("tasks").join(&id);
-    let t = Instant::now();
-    loop {
-        let (_, ps, _) = agent.cli(&["ps", "-a", "--output", "json"]);
-        let tasks: Vec<Value> = serde_json::from_str(&ps).unwrap_or_default();
-        if !tasks.iter().any(|t| t["task"] == id) {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "not cleaned up: {ps}\n{}",
-            agent.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    agent.wait_forgotten(&id);
     assert!(family_containers(&family).is_empty(), "containers removed");
     assert!(!Path::new(&task_dir).exists(), "task directory removed");
 }
@@ -930,20 +935,7 @@ fn stop_of_a_stopped_task_says_so_and_rm_still_cleans_it_up() {
     let (code, out, err) = agent.cli(&["rm", &id]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), format!("removing {id}"));
-    let t = Instant::now();
-    loop {
-        let (_, ps, _) = agent.cli(&["ps", "-a", "--output", "json"]);
-        let tasks: Vec<Value> = serde_json::from_str(&ps).expect("JSON");
-        if !tasks.iter().any(|t| t["task"] == id) {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "not cleaned up: {ps}\n{}",
-            agent.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    agent.wait_forgotten(&id);
     assert!(family_containers(&family).is_empty(), "containers removed");
     let (code, _, err) = agent.cli(&["rm", &id]);
     assert_eq!(code, 1);
