@@ -192,6 +192,16 @@ pub async fn run_task<R: Runtime>(
     // Should this future be dropped, its effects stop too.
     let _abandon_on_drop = effects.abandon.clone().drop_guard();
 
+    // A task stored as finished (waiting for its cleanup when the agent stopped) needs nothing of
+    // Docker: no event stream, no adoption, no volumes. With a thousand of them in the store this
+    // keeps a restart's reconciliation to the tasks that still run.
+    if config.resume && state.is_finished() {
+        if let Some(ready) = &config.ready {
+            let _ = ready.send(state.id.clone());
+        }
+        publish(&state, &mut published, &reports, &snapshots);
+        return state;
+    }
     // Subscribe before anything is created, so no event of this task can be missed.
     let mut events = subscribe(&*rt, &state.id).await;
     if config.resume {

@@ -102,3 +102,52 @@ async fn start_failure_of_essential_stops_everything() {
     );
     assert_eq!(berth_engine::report::task_exit_code(&done), 125);
 }
+
+/// A task stored as finished (the agent stopped while it waited for its cleanup) is resumed
+/// without touching Docker: no volume is provisioned again, nothing is created or started, and
+/// the state comes back as it was.
+#[tokio::test]
+async fn a_finished_task_is_resumed_without_any_runtime_call() {
+    let def = berth_model::parse(
+        r#"{"family": "done", "containerDefinitions": [
+              {"name": "a", "image": "img", "mountPoints": [{"sourceVolume": "v", "containerPath": "/v"}]}],
+            "volumes": [{"name": "v", "dockerVolumeConfiguration": {"scope": "task", "driver": "local"}}]}"#,
+    )
+    .expect("valid")
+    .definition;
+    let rt = FakeRuntime::new();
+    rt.add_image("img");
+    rt.script(
+        "a",
+        Script {
+            exit_code: Some(0),
+            ..Default::default()
+        },
+    );
+    let (done, _) = run(&rt, TaskState::new(berth_engine::new_task_id(), def, 1)).await;
+    assert!(done.is_finished());
+    assert!(
+        rt.calls().iter().any(|c| c.starts_with("volume-create")),
+        "{:?}",
+        rt.calls()
+    );
+
+    let fresh = FakeRuntime::new();
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
+    let (rtx, _rrx) = mpsc::unbounded_channel();
+    let (_ctx, crx) = mpsc::channel::<Command>(1);
+    let (stx, _srx) = watch::channel(done.clone());
+    let config = RunConfig {
+        resume: true,
+        ready: Some(ready_tx),
+        ..RunConfig::new(std::env::temp_dir().join("berth-engine-fake-tests"))
+    };
+    let again = run_task(Arc::new(fresh.clone()), done.clone(), config, rtx, crx, stx).await;
+    assert_eq!(again, done, "nothing changed");
+    assert_eq!(fresh.calls(), Vec::<String>::new(), "no runtime call");
+    assert_eq!(
+        ready_rx.recv().await,
+        Some(done.id.clone()),
+        "ready was sent"
+    );
+}
