@@ -44,6 +44,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
                 .collect()
         }),
         volumes_from: (!spec.volumes_from.is_empty()).then(|| spec.volumes_from.clone()),
+        links: (!spec.links.is_empty()).then(|| spec.links.clone()),
         port_bindings: (!bindings.is_empty() && spec.network_mode == "bridge").then_some(bindings),
         network_mode: Some(spec.network_mode.clone()),
         cpu_shares: spec.cpu_shares,

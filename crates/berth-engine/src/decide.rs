@@ -6,7 +6,7 @@
 //! state; [`TaskState::step`] runs `decide` to a fixpoint, applying the bookkeeping actions itself and
 //! returning the Docker effects for the actor to perform.
 //!
-//! Containers are found by index: `dependsOn` and `volumesFrom` were resolved once, when the state
+//! Containers are found by index: `dependsOn`, `volumesFrom` and `links` were resolved once, when the state
 //! was built ([`TaskState::wiring`]); nothing here looks a container up by name.
 //!
 //! Rules (ECS semantics, see the reference `task-engine-semantics.md`):
@@ -14,6 +14,10 @@
 //!   dependency *created* before the dependent is created (pipelining), and *running* before it starts;
 //!   `COMPLETE`, `SUCCESS` and `HEALTHY` must hold before the dependent is even created, because they
 //!   can still fail terminally.
+//! - A link gates like a `START` dependency (as ECS orders it): its target must exist in Docker
+//!   before the linking container is created (Docker resolves the link's name at create) and run
+//!   before it starts (Docker refuses to start a container linked to one that is not running). A
+//!   target that stopped before the linking container started can never be linked to.
 //! - A dependency that can never be met stops the dependent without running it (exit code 143, a
 //!   reason naming the dependency).
 //! - An essential container that stops (or will never run) stops the task.
@@ -210,10 +214,32 @@ fn gates(state: &TaskState, i: usize, now: Millis, wake_at: &mut Option<Millis>)
             g.start = false;
         }
     }
+    // links: the target exists before this one is created, and runs when it starts.
+    for &t in &wiring.links {
+        let tc = &state.containers[t];
+        if tc.known == Status::Stopped {
+            g.never = Some(if tc.ran() {
+                format!(
+                    "link target {} exited before this container started; Docker links only to a running container",
+                    tc.name
+                )
+            } else {
+                format!("link target {} stopped before it started", tc.name)
+            });
+            return g;
+        }
+        if tc.known < Status::Running {
+            g.start = false;
+            if tc.known < Status::Created || tc.docker_id.is_none() {
+                g.create = false;
+            }
+        }
+    }
     g
 }
 
-/// True when every container that depends on `i` (by `dependsOn` or `volumesFrom`) has stopped.
+/// True when every container that depends on `i` (by `dependsOn`, `volumesFrom` or `links`) has
+/// stopped.
 fn dependents_stopped(state: &TaskState, i: usize) -> bool {
     state
         .wiring(i)

@@ -65,6 +65,8 @@ pub struct ContainerSpec {
     pub mounts: Vec<MountSpec>,
     /// Docker names of containers to take volumes from, with `:ro` where read-only.
     pub volumes_from: Vec<String>,
+    /// Docker links, `<Docker name of the target>:<alias>`, in `links` order.
+    pub links: Vec<String>,
     pub ports: Vec<PortSpec>,
     pub network_mode: String,
     pub cpu_shares: Option<i64>,
@@ -331,6 +333,18 @@ pub fn container_spec(
         })
         .collect();
 
+    let links = def
+        .links
+        .iter()
+        .filter_map(|link| {
+            let j = state.index_of(&link.container_name)?;
+            Some(format!(
+                "{}:{}",
+                state.containers[j].docker_name, link.alias
+            ))
+        })
+        .collect();
+
     let health = def.health_check.as_ref().map(|h| HealthSpec {
         test: h.command.clone(),
         interval_ns: i64::from(h.interval) * NANOS_PER_SEC,
@@ -361,6 +375,7 @@ pub fn container_spec(
         hostname: def.hostname.clone(),
         mounts,
         volumes_from,
+        links,
         ports: def
             .port_mappings
             .iter()

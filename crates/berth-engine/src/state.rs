@@ -5,7 +5,7 @@
 //! The task's known status is never stored: it is derived from the containers ([`TaskState::known`]).
 //! Times are Unix milliseconds (wall clock), so the state survives a restart and can be shown to people.
 //!
-//! References between containers (`dependsOn`, `volumesFrom`) are resolved to container indexes
+//! References between containers (`dependsOn`, `volumesFrom`, `links`) are resolved to container indexes
 //! once, through the model's [`DependencyGraph`]: when a state is built ([`TaskState::new`]), or
 //! on first use after it was read back from the store ([`TaskState::wiring`]). The resolution is
 //! derived data, never saved, so the saved format is the one older berths wrote and read. It
@@ -182,13 +182,15 @@ pub struct Wiring {
     pub depends_on: Vec<(usize, Condition)>,
     /// Whose volumes it mounts (`volumesFrom`), in `volumesFrom` order.
     pub volumes_from: Vec<usize>,
-    // `links` (next issue): resolved here through the graph, the same way as `volumes_from`.
-    /// Who must stop before it stops: every other container that waits for it or mounts its
-    /// volumes, ascending, each once.
+    /// The containers it links to (`links`), in `links` order: each gates it like a `START`
+    /// dependency (created before it is created, running before it starts).
+    pub links: Vec<usize>,
+    /// Who must stop before it stops: every other container that waits for it, mounts its
+    /// volumes or links to it, ascending, each once.
     pub dependents: Vec<usize>,
     /// Set when a reference names no container in the task (only a hand-built definition can have
     /// one; validation rejects it): why the container can never run. The first unknown `dependsOn`
-    /// name is reported, else the first unknown `volumesFrom` source.
+    /// name is reported, else the first unknown `volumesFrom` source, else the first unknown link.
     pub unresolved: Option<String>,
 }
 
@@ -206,6 +208,7 @@ fn wire(definition: &TaskDefinition) -> Vec<Wiring> {
                 .iter()
                 .map(|&(j, _)| j)
                 .chain(graph.volume_users(i).iter().copied())
+                .chain(graph.link_users(i).iter().copied())
                 .filter(|&j| j != i)
                 .collect();
             dependents.sort_unstable();
@@ -225,10 +228,17 @@ fn wire(definition: &TaskDefinition) -> Vec<Wiring> {
                                 v.source_container
                             )
                         })
+                })
+                .or_else(|| {
+                    c.links
+                        .iter()
+                        .find(|l| !known(&l.container_name))
+                        .map(|l| format!("link target {} is not in the task", l.container_name))
                 });
             Wiring {
                 depends_on: graph.dependencies(i).to_vec(),
                 volumes_from: graph.volumes_from(i).to_vec(),
+                links: graph.links(i).iter().map(|(j, _)| *j).collect(),
                 dependents,
                 unresolved,
             }

@@ -1,12 +1,13 @@
 //! Property tests of the decision core over random tasks and random orders of results and events:
-//! known status never decreases, nobody starts before its dependencies hold, running containers are
-//! stopped only after their dependents, and every task ends.
+//! known status never decreases, nobody starts before its dependencies hold (a link's target
+//! exists before the linking container is created and runs when it starts), running containers
+//! are stopped only after their dependents (linking containers included), and every task ends.
 
 mod common;
 
 use berth_engine::decide::{Action, Event, Options};
 use berth_engine::state::{Health, Status, StopKind, TaskState};
-use berth_model::Condition;
+use berth_model::{Condition, Link};
 use common::*;
 use proptest::prelude::*;
 
@@ -42,7 +43,7 @@ fn condition() -> impl Strategy<Value = Condition> {
     prop::sample::select(Condition::ALL.to_vec())
 }
 
-/// A random acyclic task: container i may depend only on containers before it.
+/// A random acyclic task: container i may depend on and link to only containers before it.
 fn task_strategy() -> impl Strategy<Value = (TaskState, Vec<Script>)> {
     (1usize..6)
         .prop_flat_map(|n| {
@@ -52,6 +53,7 @@ fn task_strategy() -> impl Strategy<Value = (TaskState, Vec<Script>)> {
                         prop::collection::vec((0usize..n, condition()), 0..3),
                         prop::bool::weighted(0.6),
                         prop::bool::ANY,
+                        prop::collection::vec(0usize..n, 0..2),
                     ),
                     n,
                 ),
@@ -61,7 +63,7 @@ fn task_strategy() -> impl Strategy<Value = (TaskState, Vec<Script>)> {
         .prop_map(|(specs, scripts)| {
             let n = specs.len();
             let mut defs = Vec::new();
-            for (i, (deps, essential, with_health)) in specs.into_iter().enumerate() {
+            for (i, (deps, essential, with_health, links)) in specs.into_iter().enumerate() {
                 let mut c = container(&format!("c{i}"));
                 c.essential = essential;
                 if with_health {
@@ -72,6 +74,17 @@ fn task_strategy() -> impl Strategy<Value = (TaskState, Vec<Script>)> {
                     if d < i && !seen.contains(&d) {
                         seen.push(d);
                         c = depends(c, &format!("c{d}"), cond);
+                    }
+                }
+                // Validation refuses a link to a container waited for with COMPLETE or SUCCESS.
+                for t in links {
+                    let target = format!("c{t}");
+                    let exits = c.depends_on.iter().any(|d| {
+                        d.container_name == target
+                            && matches!(d.condition, Condition::Complete | Condition::Success)
+                    });
+                    if t < i && !exits {
+                        c.links.push(Link::with_alias(target, format!("l{t}")));
                     }
                 }
                 defs.push(c);
@@ -149,6 +162,10 @@ proptest! {
                                 prop_assert!(holds(&s, d, dep.condition), "created before {:?} held", dep.condition);
                             }
                         }
+                        for link in &s.def(i).links {
+                            let t = s.index_of(&link.container_name).unwrap_or(0);
+                            prop_assert!(s.containers[t].docker_id.is_some(), "created before its link target exists");
+                        }
                         pending.push(if scripts[i].create_ok {
                             Event::Created { container: i, docker_id: format!("id{i}"), at: now }
                         } else {
@@ -159,6 +176,10 @@ proptest! {
                         for dep in &s.def(i).depends_on {
                             let d = s.index_of(&dep.container_name).unwrap_or(0);
                             prop_assert!(holds(&s, d, dep.condition), "started before {:?} held", dep.condition);
+                        }
+                        for link in &s.def(i).links {
+                            let t = &s.containers[s.index_of(&link.container_name).unwrap_or(0)];
+                            prop_assert!(t.known == Status::Running, "started while its link target is {}", t.known);
                         }
                         if scripts[i].start_ok {
                             pending.push(Event::Started { container: i, at: now });
@@ -179,7 +200,9 @@ proptest! {
                         // Reverse order: everything that depends on i has stopped.
                         let name = s.containers[i].name.clone();
                         for (j, d) in s.definition.container_definitions.iter().enumerate() {
-                            if d.depends_on.iter().any(|x| x.container_name == name) {
+                            if d.depends_on.iter().any(|x| x.container_name == name)
+                                || d.links.iter().any(|x| x.container_name == name)
+                            {
                                 prop_assert_eq!(s.containers[j].known, Status::Stopped, "stopped {} before its dependent {}", name, j);
                             }
                         }

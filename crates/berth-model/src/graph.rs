@@ -1,15 +1,17 @@
-//! The container dependency graph of a task: `dependsOn` edges, cycle detection, a stable start
-//! order, and rendering as Graphviz DOT or as readable text; beside the edges, the `volumesFrom`
-//! references, resolved the same way, for the engine.
+//! The container dependency graph of a task: `dependsOn` and `links` edges, cycle detection, a
+//! stable start order, and rendering as Graphviz DOT or as readable text; beside the edges, the
+//! `volumesFrom` references, resolved the same way, for the engine.
 //!
 //! Nodes are container indexes in definition order. An edge goes from a *dependent* to its
-//! *dependency* (the container it waits for), labelled with the [`Condition`]. Validation in
-//! [`crate::parse()`] uses [`DependencyGraph::find_cycle`], so there is one cycle detector; it
-//! counts `volumesFrom` as `START` edges there. The graph's own cycle search, start order and
-//! drawings follow `dependsOn` edges only (`berth validate --graph` draws those); `volumesFrom`
-//! references are kept apart ([`DependencyGraph::volumes_from`], [`DependencyGraph::volume_users`])
-//! so the engine resolves every reference between containers here, once, by index. (`links`, when
-//! berth reads it, is resolved here the same way.)
+//! *dependency* (the container it waits for), labelled with the [`Condition`]. A `links` entry is
+//! an edge of its own kind ([`DependencyGraph::links`]), which orders the start like a `START`
+//! dependency (as ECS does): the graph's cycle search and start order follow `dependsOn` and
+//! `links` edges, and both are drawn. Validation in [`crate::parse()`] uses
+//! [`DependencyGraph::find_cycle`], so there is one cycle detector; it counts `volumesFrom` and
+//! `links` as `START` edges there. `volumesFrom` references are kept apart
+//! ([`DependencyGraph::volumes_from`], [`DependencyGraph::volume_users`]) and take no part in the
+//! graph's own start order or drawings, so the engine resolves every reference between containers
+//! here, once, by index.
 
 use crate::types::{Condition, ContainerDefinition, TaskDefinition};
 use std::cmp::Reverse;
@@ -29,11 +31,15 @@ pub struct DependencyGraph {
     volumes_from: Vec<Vec<usize>>,
     /// `volume_users[i]`: who mounts container `i`'s volumes, in definition order.
     volume_users: Vec<Vec<usize>>,
+    /// `links[i]`: the containers `i` links to, with the alias, in `links` order.
+    links: Vec<Vec<(usize, String)>>,
+    /// `link_users[i]`: who links to container `i`, in definition order, each once.
+    link_users: Vec<Vec<usize>>,
 }
 
 impl DependencyGraph {
-    /// The graph of a task definition: one node per container, one edge per `dependsOn` entry, and
-    /// each `volumesFrom` entry resolved to its source. A name resolves to the first container
+    /// The graph of a task definition: one node per container, one edge per `dependsOn` entry and
+    /// per `links` entry, and each `volumesFrom` entry resolved to its source. A name resolves to the first container
     /// with that name; entries naming an unknown container are skipped (they cannot occur in a
     /// validated definition).
     pub fn new(def: &TaskDefinition) -> Self {
@@ -45,6 +51,7 @@ impl DependencyGraph {
         let index_of = |name: &str| names.iter().position(|n| n == name);
         let mut edges = Vec::new();
         let mut volumes_from = vec![Vec::new(); names.len()];
+        let mut links = vec![Vec::new(); names.len()];
         for (i, container) in def.container_definitions.iter().enumerate() {
             for dep in &container.depends_on {
                 if let Some(j) = index_of(&dep.container_name) {
@@ -56,6 +63,11 @@ impl DependencyGraph {
                     volumes_from[i].push(j);
                 }
             }
+            for link in &container.links {
+                if let Some(j) = index_of(&link.container_name) {
+                    links[i].push((j, link.alias.clone()));
+                }
+            }
         }
         let mut graph = Self::from_edges(names, edges);
         for (user, sources) in volumes_from.iter().enumerate() {
@@ -64,11 +76,20 @@ impl DependencyGraph {
             }
         }
         graph.volumes_from = volumes_from;
+        for (user, targets) in links.iter().enumerate() {
+            for &(target, _) in targets {
+                if !graph.link_users[target].contains(&user) {
+                    graph.link_users[target].push(user);
+                }
+            }
+        }
+        graph.links = links;
         graph
     }
 
     /// A graph from raw parts: node names, and edges `(dependent, dependency, condition)` as indexes
-    /// into `names`. Edges with an index out of range are skipped. No `volumesFrom` references.
+    /// into `names`. Edges with an index out of range are skipped. No `volumesFrom` references and
+    /// no links.
     pub fn from_edges(names: Vec<String>, edges: Vec<(usize, usize, Condition)>) -> Self {
         let n = names.len();
         let mut dependencies = vec![Vec::new(); n];
@@ -88,6 +109,8 @@ impl DependencyGraph {
             dependents,
             volumes_from: vec![Vec::new(); n],
             volume_users: vec![Vec::new(); n],
+            links: vec![Vec::new(); n],
+            link_users: vec![Vec::new(); n],
         }
     }
 
@@ -135,9 +158,28 @@ impl DependencyGraph {
         self.volume_users.get(i).map_or(&[], Vec::as_slice)
     }
 
+    /// The containers container `i` links to (`links`), with the alias, in `links` order.
+    pub fn links(&self, i: usize) -> &[(usize, String)] {
+        self.links.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// The containers that link to container `i`, in definition order, each once.
+    pub fn link_users(&self, i: usize) -> &[usize] {
+        self.link_users.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// What orders container `i`'s start: its `dependsOn` targets, then its link targets.
+    fn waits_for(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        self.dependencies(i)
+            .iter()
+            .map(|&(j, _)| j)
+            .chain(self.links(i).iter().map(|(j, _)| *j))
+    }
+
     /// A dependency cycle, if there is one, as the node list walked along the edges with the first
     /// node repeated at the end (`[a, b, a]` for `a -> b -> a`; `[a, a]` for a self-dependency).
-    /// Deterministic: the search starts from the lowest index and follows edges in order.
+    /// Follows `dependsOn` and then `links` edges. Deterministic: the search starts from the lowest
+    /// index and follows edges in order.
     pub fn find_cycle(&self) -> Option<Vec<usize>> {
         #[derive(Clone, Copy, PartialEq)]
         enum Color {
@@ -157,7 +199,7 @@ impl DependencyGraph {
             path.push((root, 0));
             while let Some(top) = path.last_mut() {
                 let node = top.0;
-                let Some(&(next, _)) = self.dependencies[node].get(top.1) else {
+                let Some(next) = self.waits_for(node).nth(top.1) else {
                     color[node] = Color::Done;
                     path.pop();
                     continue;
@@ -182,18 +224,27 @@ impl DependencyGraph {
         None
     }
 
-    /// A start order: every container after all the containers it waits for. Stable: among
+    /// A start order: every container after all the containers it waits for (`dependsOn`) or
+    /// links to (`links`). Stable: among
     /// containers that could go next, the one defined first goes first. `Err` carries a cycle
     /// (as [`find_cycle`](Self::find_cycle) returns it) when there is no such order.
     pub fn start_order(&self) -> Result<Vec<usize>, Vec<usize>> {
         let n = self.len();
-        let mut waiting: Vec<usize> = self.dependencies.iter().map(Vec::len).collect();
+        let mut waiting: Vec<usize> = (0..n).map(|i| self.waits_for(i).count()).collect();
+        // Who waits for whom, counted once per edge (a container may both depend on and link to
+        // the same container: two edges, two decrements).
+        let mut waiters: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for j in 0..n {
+            for k in self.waits_for(j) {
+                waiters[k].push(j);
+            }
+        }
         let mut ready: BinaryHeap<Reverse<usize>> =
             (0..n).filter(|&i| waiting[i] == 0).map(Reverse).collect();
         let mut order = Vec::with_capacity(n);
         while let Some(Reverse(i)) = ready.pop() {
             order.push(i);
-            for &(dependent, _) in &self.dependents[i] {
+            for &dependent in &waiters[i] {
                 waiting[dependent] -= 1;
                 if waiting[dependent] == 0 {
                     ready.push(Reverse(dependent));
@@ -277,6 +328,17 @@ impl DependencyGraph {
                 );
             }
         }
+        for (i, links) in self.links.iter().enumerate() {
+            for (j, alias) in links {
+                let _ = writeln!(
+                    out,
+                    "  {} -> {} [label=\"link: {}\", style=dashed];",
+                    dot_quote(self.name(i)),
+                    dot_quote(self.name(*j)),
+                    dot_escape(alias)
+                );
+            }
+        }
         out.push_str("}\n");
         out
     }
@@ -329,6 +391,13 @@ impl DependencyGraph {
                     self.name(j),
                     condition.as_str(),
                     condition_meaning(condition, def.container(self.name(j)))
+                );
+            }
+            for (j, alias) in self.links(i) {
+                let target = self.name(*j);
+                let _ = writeln!(
+                    out,
+                    "{indent}links to {target} as {alias}: START (until it has started)"
                 );
             }
         }
@@ -526,6 +595,97 @@ mod tests {
         assert_eq!(g.volumes_from(9), &[] as &[usize]);
         // volumesFrom does not take part in the start order (it is drawn from dependsOn only).
         assert_eq!(g.start_order(), Ok(vec![0, 1, 2]));
+    }
+
+    fn linked(links: &[(&str, &[(&str, &str)])]) -> TaskDefinition {
+        use crate::types::{Link, NetworkMode};
+        let container_definitions = links
+            .iter()
+            .map(|(name, targets)| {
+                let mut c = ContainerDefinition::new(*name, "img");
+                c.links = targets
+                    .iter()
+                    .map(|(t, alias)| Link::with_alias(*t, *alias))
+                    .collect();
+                c
+            })
+            .collect();
+        TaskDefinition {
+            family: "f".into(),
+            revision: 1,
+            container_definitions,
+            volumes: vec![],
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory: None,
+        }
+    }
+
+    #[test]
+    fn links_order_the_start_like_start_dependencies() {
+        // app links to db and cache; cache links to db; nobody is unknown and skipped.
+        let def = linked(&[
+            (
+                "app",
+                &[("db", "database"), ("cache", "cache"), ("nobody", "x")],
+            ),
+            ("cache", &[("db", "db")]),
+            ("db", &[]),
+        ]);
+        let g = DependencyGraph::new(&def);
+        assert_eq!(
+            g.links(0),
+            &[(2, "database".to_owned()), (1, "cache".to_owned())]
+        );
+        assert_eq!(g.link_users(2), &[0, 1]);
+        assert_eq!(g.link_users(0), &[] as &[usize]);
+        assert_eq!(g.dependencies(0), &[], "links are not dependsOn entries");
+        assert_eq!(g.find_cycle(), None);
+        assert_eq!(g.start_order(), Ok(vec![2, 1, 0]));
+        assert_eq!(g.stop_order(), Ok(vec![0, 1, 2]));
+    }
+
+    #[test]
+    fn a_cycle_through_a_link_is_found() {
+        // a links to b; b depends on a.
+        let mut def = linked(&[("a", &[("b", "b")]), ("b", &[])]);
+        def.container_definitions[1]
+            .depends_on
+            .push(crate::types::Dependency {
+                container_name: "a".into(),
+                condition: Start,
+            });
+        let g = DependencyGraph::new(&def);
+        assert_eq!(g.find_cycle(), Some(vec![0, 1, 0]));
+        assert_eq!(g.start_order(), Err(vec![0, 1, 0]));
+        // Linking to the same container twice, and depending on it too: still one order.
+        let mut def = linked(&[("a", &[("b", "x"), ("b", "y")]), ("b", &[])]);
+        def.container_definitions[0]
+            .depends_on
+            .push(crate::types::Dependency {
+                container_name: "b".into(),
+                condition: Start,
+            });
+        assert_eq!(DependencyGraph::new(&def).start_order(), Ok(vec![1, 0]));
+    }
+
+    #[test]
+    fn links_are_drawn() {
+        let def = linked(&[("web", &[("db", "database")]), ("db", &[])]);
+        let g = DependencyGraph::new(&def);
+        let text = g.render(&def, GraphFormat::Text);
+        assert_eq!(
+            text,
+            "start order for f:1 (each container starts after the ones it waits for)\n\
+             \x20 1. db   (essential: yes)  img\n\
+             \x20 2. web  (essential: yes)  img\n\
+             \x20    links to db as database: START (until it has started)\n"
+        );
+        let dot = g.render(&def, GraphFormat::Dot);
+        assert!(
+            dot.contains("  \"web\" -> \"db\" [label=\"link: database\", style=dashed];\n"),
+            "{dot}"
+        );
     }
 
     #[test]

@@ -74,6 +74,10 @@ pub struct ContainerDefinition {
     pub health_check: Option<HealthCheck>,
     pub mount_points: Vec<MountPoint>,
     pub volumes_from: Vec<VolumeFrom>,
+    /// Docker links to other containers of the task (`bridge` network mode only), in `links`
+    /// order. Absent from states saved before berth read `links`, hence the default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
     pub port_mappings: Vec<PortMapping>,
     /// CPU units (1024 = one core), mapped to Docker CPU shares.
     pub cpu: Option<u32>,
@@ -110,6 +114,7 @@ impl ContainerDefinition {
             health_check: None,
             mount_points: Vec::new(),
             volumes_from: Vec::new(),
+            links: Vec::new(),
             port_mappings: Vec::new(),
             cpu: None,
             memory: None,
@@ -215,6 +220,37 @@ pub struct MountPoint {
 pub struct VolumeFrom {
     pub source_container: String,
     pub read_only: bool,
+}
+
+/// One `links` entry: ECS writes it `"name"` or `"name:alias"`; the alias defaults to the name.
+/// It becomes Docker's `HostConfig.Links` entry `<Docker name of the target>:<alias>`, which puts
+/// the alias in the linking container's `/etc/hosts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Link {
+    /// The linked container's name in the task definition.
+    pub container_name: String,
+    /// The host name the linking container reaches it by.
+    pub alias: String,
+}
+
+impl Link {
+    /// A link by the target's own name (`"db"` → alias `db`).
+    pub fn new(container_name: impl Into<String>) -> Self {
+        let container_name = container_name.into();
+        Link {
+            alias: container_name.clone(),
+            container_name,
+        }
+    }
+
+    /// A link with an alias (`"db:database"`).
+    pub fn with_alias(container_name: impl Into<String>, alias: impl Into<String>) -> Self {
+        Link {
+            container_name: container_name.into(),
+            alias: alias.into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

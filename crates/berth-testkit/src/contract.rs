@@ -128,6 +128,7 @@ pub fn spec<S: Subject>(subject: &S, task: &str, def: &str, behaviour: Behaviour
         hostname: None,
         mounts: Vec::new(),
         volumes_from: Vec::new(),
+        links: Vec::new(),
         ports: Vec::new(),
         network_mode: "none".to_owned(),
         cpu_shares: None,

@@ -1,6 +1,7 @@
 //! One container definition: its own fields (name, image, command, environment, resources,
 //! labels, hostname, health check, ulimits, log configuration), each read and checked where it
-//! stands. The fields that name other containers, volumes or host ports are read by `relations`.
+//! stands. The fields that name other containers, volumes or host ports (`dependsOn`,
+//! `volumesFrom`, `links`, `mountPoints`, `portMappings`) are read by `relations`.
 //!
 //! Invariants: a container always comes out (unreadable fields keep the defaults of
 //! [`ContainerDefinition::new`], which are ECS's defaults), together with a [`ContainerInfo`] that
@@ -10,7 +11,7 @@
 
 use super::checker::{Checker, index_path, key_path};
 use super::json::{Json, has_field, quote};
-use super::relations::{DependencyInfo, PortInfo};
+use super::relations::{DependencyInfo, LinkInfo, PortInfo};
 use super::rules::{
     CONTAINER, CONTAINER_CPU, ENV_VAR, HC_INTERVAL, HC_RETRIES, HC_START_PERIOD, HC_TIMEOUT,
     HEALTH_CHECK, LOG_CONFIGURATION, MEMORY, MEMORY_RESERVATION, MISSING, NAME_RULE, TIMEOUT,
@@ -32,6 +33,9 @@ pub(super) struct ContainerInfo {
     pub(super) mounts: Vec<(String, String)>,
     /// (path of the entry, sourceContainer)
     pub(super) volumes_from: Vec<(String, String)>,
+    /// Where `links` is, when present (for the network-mode check).
+    pub(super) links_path: Option<String>,
+    pub(super) links: Vec<LinkInfo>,
     pub(super) port_mappings_path: Option<String>,
     pub(super) ports: Vec<PortInfo>,
     pub(super) hostname_path: Option<String>,
@@ -52,6 +56,8 @@ impl Checker {
             depends_on: Vec::new(),
             mounts: Vec::new(),
             volumes_from: Vec::new(),
+            links_path: None,
+            links: Vec::new(),
             port_mappings_path: None,
             ports: Vec::new(),
             hostname_path: None,
@@ -113,6 +119,10 @@ impl Checker {
                 }
                 "mountPoints" => def.mount_points = self.mount_points(p, v, &mut info),
                 "volumesFrom" => def.volumes_from = self.volumes_from(p, v, &mut info),
+                "links" => {
+                    info.links_path = Some(p.to_owned());
+                    def.links = self.links(p, v, &mut info);
+                }
                 "portMappings" => {
                     info.port_mappings_path = Some(p.to_owned());
                     def.port_mappings = self.port_mappings(p, v, &mut info);

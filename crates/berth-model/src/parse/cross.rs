@@ -1,6 +1,7 @@
 //! Cross-field checks, run once the whole definition has been read: unique names, `dependsOn`
 //! references and conditions, dependency cycles (through [`DependencyGraph`]), mount points and
-//! `volumesFrom` naming what exists, host ports, and what the network mode allows.
+//! `volumesFrom` and `links` naming what exists, link aliases, host ports, and what the network
+//! mode allows (links only in `bridge`, as ECS).
 
 use super::checker::{Checker, key_path};
 use super::container::ContainerInfo;
@@ -174,9 +175,94 @@ impl Checker {
                 }
             }
         }
+        self.link_checks(&infos, &index_of, &known_list, network, &mut edges);
         self.cycles(&infos, edges);
 
         self.ports_and_hostnames(&infos, network);
+    }
+
+    /// `links`: each names another container of the task, with an alias no other link of the
+    /// container uses, in `bridge` network mode (ECS refuses links in every other mode; Docker
+    /// refuses them with the host's network). A link is a `START` edge: its target is created
+    /// before the linking container and runs before it starts, so it takes part in cycle detection.
+    /// A target this container waits for with `COMPLETE` or `SUCCESS` has exited by the time the
+    /// link would be used, and Docker links only to a running container: an error too.
+    fn link_checks(
+        &mut self,
+        infos: &[&ContainerInfo],
+        index_of: &HashMap<&str, usize>,
+        known_list: &str,
+        network: Option<NetworkMode>,
+        edges: &mut Vec<(usize, usize, Condition, String)>,
+    ) {
+        for (i, info) in infos.iter().enumerate() {
+            if let (Some(mode), Some(p)) = (network, &info.links_path)
+                && mode != NetworkMode::Bridge
+                && !info.links.is_empty()
+            {
+                self.error(
+                    p.as_str(),
+                    format!(
+                        "links need network mode bridge; this task uses {}: {}",
+                        mode.as_str(),
+                        match mode {
+                            NetworkMode::Host => {
+                                "remove links (in host mode containers reach each other on localhost)"
+                            }
+                            NetworkMode::None => {
+                                "remove links (in none mode a container has no network to reach another)"
+                            }
+                            NetworkMode::Bridge => "",
+                        }
+                    ),
+                );
+            }
+            let mut aliases: HashMap<&str, &str> = HashMap::new();
+            for link in &info.links {
+                let target = link.container_name.as_str();
+                if let Some(first) = aliases.get(link.alias.as_str()) {
+                    self.error(
+                        link.path.as_str(),
+                        format!(
+                            "alias {} is already used by {first}; give each link its own alias (\"{target}:other\")",
+                            quote(&link.alias)
+                        ),
+                    );
+                } else {
+                    aliases.insert(&link.alias, &link.path);
+                }
+                if info.name.as_deref() == Some(target) {
+                    self.error(link.path.as_str(), "a container cannot link to itself");
+                    continue;
+                }
+                let Some(&j) = index_of.get(target) else {
+                    self.error(
+                        link.path.as_str(),
+                        format!("no container named {} {known_list}", quote(target)),
+                    );
+                    continue;
+                };
+                let exited = info.depends_on.iter().find_map(|d| match d.condition {
+                    Some(c @ (Condition::Complete | Condition::Success))
+                        if d.container_name.as_deref() == Some(target) =>
+                    {
+                        Some(c)
+                    }
+                    _ => None,
+                });
+                if let Some(c) = exited {
+                    self.error(
+                        link.path.as_str(),
+                        format!(
+                            "container {} will have exited when this one starts (it waits for it with {}), and Docker links only to a running container; remove the link or the dependency",
+                            quote(target),
+                            c.as_str()
+                        ),
+                    );
+                }
+                edges.push((i, j, Condition::Start, link.path.clone()));
+            }
+        }
     }
 
     /// Reports each dependency cycle once: find one, report it, drop the edge reported on, repeat.

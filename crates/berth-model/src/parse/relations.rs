@@ -1,9 +1,9 @@
 //! The container fields that other parts of the task must agree with: `dependsOn` (other
-//! containers, with a condition), `volumesFrom` (other containers), `mountPoints` (the task's
-//! volumes) and `portMappings` (host ports, which containers must not share). Each is read and
-//! checked for itself here, and what it names is recorded in the container's [`ContainerInfo`] so
-//! that `cross` can check the names once every container and volume has been read. (`links`, when
-//! berth reads it, belongs here too.)
+//! containers, with a condition), `volumesFrom` and `links` (other containers), `mountPoints` (the
+//! task's volumes) and `portMappings` (host ports, which containers must not share). Each is read
+//! and checked for itself here (a link's `name:alias` syntax, for one), and what it names is
+//! recorded in the container's [`ContainerInfo`] so that `cross` can check the names once every
+//! container and volume has been read.
 //!
 //! Invariants: an entry that names something is recorded even when the rest of it is broken, so
 //! a bad condition does not also hide an unknown container name; entries that cannot be read whole
@@ -12,8 +12,11 @@
 use super::checker::{Checker, key_path};
 use super::container::ContainerInfo;
 use super::json::{Json, quote};
-use super::rules::{DEPENDENCY, HOST_PORT, MISSING, MOUNT_POINT, PORT, PORT_MAPPING, VOLUME_FROM};
-use crate::types::{Condition, Dependency, MountPoint, PortMapping, Protocol, VolumeFrom};
+use super::rules::{
+    DEPENDENCY, HOST_PORT, MISSING, MOUNT_POINT, NAME_RULE, PORT, PORT_MAPPING, VOLUME_FROM,
+    valid_name,
+};
+use crate::types::{Condition, Dependency, Link, MountPoint, PortMapping, Protocol, VolumeFrom};
 use std::collections::HashMap;
 
 /// One `dependsOn` entry as far as it could be read.
@@ -21,6 +24,13 @@ pub(super) struct DependencyInfo {
     pub(super) path: String,
     pub(super) container_name: Option<String>,
     pub(super) condition: Option<Condition>,
+}
+
+/// One `links` entry that could be read: its path, the container it names and its alias.
+pub(super) struct LinkInfo {
+    pub(super) path: String,
+    pub(super) container_name: String,
+    pub(super) alias: String,
 }
 
 /// One `portMappings` entry as far as it could be read.
@@ -195,6 +205,70 @@ impl Checker {
                     read_only,
                 });
             }
+        }
+        out
+    }
+
+    /// `links`: strings `"name"` or `"name:alias"` (ECS splits on `:`; more than one is invalid).
+    /// The alias follows ECS's rule for names; whether the name is a container of the task, and
+    /// whether the network mode allows links, is for `cross`.
+    pub(super) fn links(&mut self, path: &str, v: &Json, info: &mut ContainerInfo) -> Vec<Link> {
+        let mut out = Vec::new();
+        for (item, p) in self.array(path, v).unwrap_or_default() {
+            let Some(s) = self.string(&p, item) else {
+                continue;
+            };
+            let mut parts = s.split(':');
+            let (name, alias) = (parts.next().unwrap_or_default(), parts.next());
+            if parts.next().is_some() {
+                self.error(
+                    &p,
+                    format!(
+                        "{} is not a link; write \"container\" or \"container:alias\" (one colon at most)",
+                        quote(s)
+                    ),
+                );
+                continue;
+            }
+            if name.is_empty() {
+                self.error(
+                    &p,
+                    format!(
+                        "{} names no container; write \"container\" or \"container:alias\"",
+                        quote(s)
+                    ),
+                );
+                continue;
+            }
+            let alias = match alias {
+                None => name,
+                Some("") => {
+                    self.error(
+                        &p,
+                        format!(
+                            "{} has an empty alias; write {} or {}",
+                            quote(s),
+                            quote(name),
+                            quote(&format!("{name}:alias"))
+                        ),
+                    );
+                    continue;
+                }
+                Some(alias) if !valid_name(alias) => {
+                    self.error(
+                        &p,
+                        format!("{} is not a valid link alias; {NAME_RULE}", quote(alias)),
+                    );
+                    continue;
+                }
+                Some(alias) => alias,
+            };
+            info.links.push(LinkInfo {
+                path: p.clone(),
+                container_name: name.to_owned(),
+                alias: alias.to_owned(),
+            });
+            out.push(Link::with_alias(name, alias));
         }
         out
     }

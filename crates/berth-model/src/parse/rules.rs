@@ -67,6 +67,7 @@ pub(super) const CONTAINER: Schema = Schema {
         "healthCheck",
         "mountPoints",
         "volumesFrom",
+        "links",
         "portMappings",
         "cpu",
         "memory",
@@ -81,7 +82,6 @@ pub(super) const CONTAINER: Schema = Schema {
         "logConfiguration",
     ],
     ignored: &[
-        "links",
         "disableNetworking",
         "dnsServers",
         "dnsSearchDomains",

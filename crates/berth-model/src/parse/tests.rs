@@ -1353,7 +1353,7 @@ fn ecs_fields_berth_does_not_use() {
         r#""taskRoleArn": "arn:x", "executionRoleArn": "arn:y", "requiresCompatibilities": ["EC2"], "runtimePlatform": {}"#,
         &c(
             "web",
-            r#""links": ["db"], "disableNetworking": false, "linuxParameters": {"initProcessEnabled": true}"#,
+            r#""disableNetworking": false, "linuxParameters": {"initProcessEnabled": true}"#,
         ),
     );
     assert_eq!(
@@ -1363,7 +1363,6 @@ fn ecs_fields_berth_does_not_use() {
             "executionRoleArn: not used by berth, ignored",
             "requiresCompatibilities: not used by berth, ignored",
             "runtimePlatform: not used by berth, ignored",
-            "containerDefinitions[0].links: not used by berth, ignored",
             "containerDefinitions[0].disableNetworking: not used by berth, ignored",
             "containerDefinitions[0].linuxParameters: not used by berth, ignored",
         ]
@@ -1480,5 +1479,118 @@ fn edit_distance_examples() {
     assert_eq!(
         unknown_field_message("zzz", CONTAINER.known),
         "unknown field, ignored"
+    );
+}
+
+// --- links ----------------------------------------------------------------------------------------
+
+#[test]
+fn links_are_read_with_ecs_alias_syntax() {
+    let parsed = valid(&task(&format!(
+        "{}, {}, {}",
+        c("web", r#""links": ["db", "cache:kv", "db:database"]"#),
+        c("db", ""),
+        c("cache", ""),
+    )));
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    assert_eq!(
+        parsed.definition.container_definitions[0].links,
+        vec![
+            crate::types::Link::new("db"),
+            crate::types::Link::with_alias("cache", "kv"),
+            crate::types::Link::with_alias("db", "database"),
+        ]
+    );
+}
+
+#[test]
+fn a_link_must_name_a_container_of_the_task() {
+    assert_eq!(
+        one(&task(&format!(
+            "{}, {}",
+            c("web", ""),
+            c("app", r#""links": ["web", "db:database"]"#)
+        ))),
+        r#"containerDefinitions[1].links[1]: no container named "db" (known: web, app)"#
+    );
+}
+
+#[test]
+fn link_syntax_and_alias_rules() {
+    assert_eq!(
+        problems(&task(&format!(
+            "{}, {}",
+            c(
+                "web",
+                r#""links": ["db:a:b", ":x", "db:", "db:my.db", "web", 7, "db:x", "db:x"]"#
+            ),
+            c("db", "")
+        ))),
+        vec![
+            r#"containerDefinitions[0].links[0]: "db:a:b" is not a link; write "container" or "container:alias" (one colon at most)"#,
+            r#"containerDefinitions[0].links[1]: ":x" names no container; write "container" or "container:alias""#,
+            r#"containerDefinitions[0].links[2]: "db:" has an empty alias; write "db" or "db:alias""#,
+            r#"containerDefinitions[0].links[3]: "my.db" is not a valid link alias; use 1 to 255 letters, digits, hyphens and underscores"#,
+            "containerDefinitions[0].links[4]: a container cannot link to itself",
+            "containerDefinitions[0].links[5]: expected a string, found a number (7)",
+            r#"containerDefinitions[0].links[7]: alias "x" is already used by containerDefinitions[0].links[6]; give each link its own alias ("db:other")"#,
+        ]
+    );
+}
+
+#[test]
+fn links_need_bridge_network_mode() {
+    let containers = format!("{}, {}", c("web", r#""links": ["db"]"#), c("db", ""));
+    assert_eq!(
+        one(&task_with(r#""networkMode": "host""#, &containers)),
+        "containerDefinitions[0].links: links need network mode bridge; this task uses host: remove links (in host mode containers reach each other on localhost)"
+    );
+    assert_eq!(
+        one(&task_with(r#""networkMode": "none""#, &containers)),
+        "containerDefinitions[0].links: links need network mode bridge; this task uses none: remove links (in none mode a container has no network to reach another)"
+    );
+    valid(&task_with(r#""networkMode": "bridge""#, &containers));
+    // An empty list is no link at all.
+    valid(&task_with(
+        r#""networkMode": "host""#,
+        &c("web", r#""links": []"#),
+    ));
+}
+
+#[test]
+fn a_link_counts_as_a_start_dependency_for_cycles() {
+    assert_eq!(
+        one(&task(&format!(
+            "{}, {}",
+            c("web", r#""links": ["db"]"#),
+            c(
+                "db",
+                r#""dependsOn": [{"containerName": "web", "condition": "START"}]"#
+            )
+        ))),
+        "containerDefinitions[0].links[0]: dependency cycle: web -> db -> web (each container waits for the next)"
+    );
+    assert_eq!(
+        one(&task(&format!(
+            "{}, {}",
+            c("a", r#""links": ["b"]"#),
+            c("b", r#""links": ["a"]"#)
+        ))),
+        "containerDefinitions[0].links[0]: dependency cycle: a -> b -> a (each container waits for the next)"
+    );
+}
+
+#[test]
+fn a_link_to_a_container_that_must_have_exited_is_an_error() {
+    assert_eq!(
+        one(&task(&format!(
+            "{}, {}",
+            c("init", r#""essential": false"#),
+            c(
+                "web",
+                r#""links": ["init"], "dependsOn": [{"containerName": "init", "condition": "SUCCESS"}]"#
+            )
+        ))),
+        r#"containerDefinitions[1].links[0]: container "init" will have exited when this one starts (it waits for it with SUCCESS), and Docker links only to a running container; remove the link or the dependency"#
     );
 }
