@@ -73,3 +73,130 @@ fn every_shape_fixture_is_described_in_the_readme() {
         );
     }
 }
+
+/// Every field of the ECS task-definition reference (task, container, and the objects inside
+/// them) is used by at least one shape fixture.
+#[test]
+fn the_shape_fixtures_use_every_field_of_the_ecs_reference() {
+    const FIELDS: &[&str] = &[
+        // task
+        "family",
+        "revision",
+        "taskRoleArn",
+        "executionRoleArn",
+        "networkMode",
+        "containerDefinitions",
+        "volumes",
+        "placementConstraints",
+        "requiresCompatibilities",
+        "cpu",
+        "memory",
+        "tags",
+        "pidMode",
+        "ipcMode",
+        "proxyConfiguration",
+        "inferenceAccelerators",
+        "ephemeralStorage",
+        "runtimePlatform",
+        "enableFaultInjection",
+        // container
+        "name",
+        "image",
+        "repositoryCredentials",
+        "memoryReservation",
+        "portMappings",
+        "healthCheck",
+        "environment",
+        "environmentFiles",
+        "secrets",
+        "essential",
+        "entryPoint",
+        "command",
+        "workingDirectory",
+        "resourceRequirements",
+        "linuxParameters",
+        "mountPoints",
+        "volumesFrom",
+        "dependsOn",
+        "startTimeout",
+        "stopTimeout",
+        "versionConsistency",
+        "restartPolicy",
+        "disableNetworking",
+        "links",
+        "hostname",
+        "dnsServers",
+        "dnsSearchDomains",
+        "extraHosts",
+        "readonlyRootFilesystem",
+        "dockerLabels",
+        "dockerSecurityOptions",
+        "interactive",
+        "pseudoTerminal",
+        "ulimits",
+        "logConfiguration",
+        "firelensConfiguration",
+        "credentialSpecs",
+        "privileged",
+        "user",
+        "systemControls",
+        // inside containers
+        "containerPort",
+        "hostPort",
+        "protocol",
+        "appProtocol",
+        "containerPortRange",
+        "interval",
+        "timeout",
+        "retries",
+        "startPeriod",
+        "capabilities",
+        "initProcessEnabled",
+        "devices",
+        "tmpfs",
+        "sharedMemorySize",
+        "maxSwap",
+        "swappiness",
+        "sourceVolume",
+        "containerPath",
+        "readOnly",
+        "sourceContainer",
+        "containerName",
+        "condition",
+        "softLimit",
+        "hardLimit",
+        "logDriver",
+        "options",
+        "secretOptions",
+        "valueFrom",
+        // volumes
+        "host",
+        "sourcePath",
+        "dockerVolumeConfiguration",
+        "scope",
+        "autoprovision",
+        "driver",
+        "driverOpts",
+        "labels",
+        "efsVolumeConfiguration",
+        "fileSystemId",
+        "rootDirectory",
+        "transitEncryption",
+        "transitEncryptionPort",
+        "authorizationConfig",
+        "accessPointId",
+        "iam",
+        "fsxWindowsFileServerVolumeConfiguration",
+        "configuredAtLaunch",
+    ];
+    let all: String = fixtures()
+        .iter()
+        .map(|f| fs::read_to_string(f).unwrap())
+        .collect();
+    let missing: Vec<&str> = FIELDS
+        .iter()
+        .copied()
+        .filter(|field| !all.contains(&format!("\"{field}\":")))
+        .collect();
+    assert!(missing.is_empty(), "no shape fixture uses {missing:?}");
+}
