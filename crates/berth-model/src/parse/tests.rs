@@ -1450,10 +1450,10 @@ fn empty_ecs_fields_get_no_warning() {
             r#"containerDefinitions[0].healthcheck: unknown field, ignored (did you mean "healthCheck"?)"#
         ]
     );
-    // A value (false is one) still gets the warning.
+    // A value still gets the warning.
     assert_eq!(
-        warnings(&task(&c("web", r#""interactive": false"#))),
-        vec!["containerDefinitions[0].interactive: not used by berth, ignored"]
+        warnings(&task(&c("web", r#""versionConsistency": "disabled""#))),
+        vec!["containerDefinitions[0].versionConsistency: not used by berth, ignored"]
     );
 }
 
