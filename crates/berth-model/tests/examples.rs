@@ -99,7 +99,6 @@ fn describe_output_is_valid_with_warnings_for_ecs_only_fields() {
             "taskDefinition.taskDefinitionArn: not used by berth, ignored",
             "taskDefinition.status: not used by berth, ignored",
             "taskDefinition.requiresAttributes: not used by berth, ignored",
-            "taskDefinition.placementConstraints: not used by berth, ignored",
             "taskDefinition.compatibilities: not used by berth, ignored",
             "taskDefinition.requiresCompatibilities: not used by berth, ignored",
             "taskDefinition.registeredAt: not used by berth, ignored",

@@ -89,10 +89,10 @@ fn warnings_go_to_stderr() {
     assert_eq!(
         text(&out.stdout),
         "greeter:3 is valid: 1 container (1 essential), 0 volumes, network mode bridge; \
-         8 fields ignored (see the warnings)\n"
+         7 fields ignored (see the warnings)\n"
     );
     let stderr = text(&out.stderr);
-    assert_eq!(stderr.lines().count(), 8, "{stderr}");
+    assert_eq!(stderr.lines().count(), 7, "{stderr}");
     assert!(
         stderr
             .lines()

@@ -16,7 +16,7 @@
 use super::json::{Json, describe, is_empty_value, quote};
 use super::rules::{Bounds, Schema, unknown_field_message};
 use crate::problem::Problem;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// `base.key`, or `base["key"]` when the key is not a plain identifier.
 pub(super) fn key_path(base: &str, key: &str) -> String {
@@ -190,46 +190,71 @@ impl Checker {
         }
     }
 
-    /// The present, known fields of an object in document order. Reports duplicate keys, warns
-    /// about unknown and ignored fields, reports unsupported ones. Null values count as absent.
+    /// The present, known fields of an object in document order. Reports duplicate keys (a
+    /// repeat of the same value is only a warning), warns about unknown fields and about ignored
+    /// ECS fields that carry a value, reports unsupported ones that do. Null values count as
+    /// absent; `[]` and `{}` count as absent for ignored and unsupported ECS fields.
     pub(super) fn fields<'j>(
         &mut self,
         path: &str,
         object: &'j [(String, Json)],
         schema: &Schema,
     ) -> Vec<Field<'j>> {
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut seen: HashMap<&str, &Json> = HashMap::new();
         let mut out = Vec::new();
         for (index, (key, value)) in object.iter().enumerate() {
             let p = key_path(path, key);
             self.mark(path, index, &p);
-            if !seen.insert(key.as_str()) {
-                self.error(
-                    p,
-                    "duplicate field: it appears more than once in this object; keep one",
-                );
+            if let Some(first) = seen.get(key.as_str()) {
+                self.duplicate(p, "field", first, value);
                 continue;
             }
+            seen.insert(key.as_str(), value);
             let key = key.as_str();
-            if schema.known.contains(&key) {
-                if !matches!(value, Json::Null) {
-                    out.push(Field {
-                        key,
-                        value,
-                        path: p,
-                    });
-                }
+            if matches!(value, Json::Null) {
+                // Null counts as absent, whatever the field.
+            } else if schema.known.contains(&key) {
+                out.push(Field {
+                    key,
+                    value,
+                    path: p,
+                });
             } else if schema.unsupported.contains(&key) {
                 if !is_empty_value(value) {
                     self.error(p, format!("{key} is not supported by berth"));
                 }
             } else if schema.ignored.contains(&key) {
-                self.warn(p, "not used by berth, ignored");
+                // An empty ECS field (console exports are full of them) has nothing to ignore.
+                if !is_empty_value(value) {
+                    self.warn(p, "not used by berth, ignored");
+                }
             } else if !schema.quiet.contains(&key) {
                 self.warn(p, unknown_field_message(key, schema.known));
             }
         }
         out
+    }
+
+    /// A key seen a second time in one object (`what` is "field" or "key"): a warning when it
+    /// repeats the first value (the first is used), an error naming both values otherwise.
+    fn duplicate(&mut self, path: String, what: &str, first: &Json, again: &Json) {
+        if first == again {
+            self.warn(
+                path,
+                format!(
+                    "duplicate {what} with the same value as before; the first is used, delete this one"
+                ),
+            );
+        } else {
+            self.error(
+                path,
+                format!(
+                    "duplicate {what} with a different value: first {}, here {}; keep one",
+                    describe(first),
+                    describe(again)
+                ),
+            );
+        }
     }
 
     pub(super) fn string<'j>(&mut self, path: &str, v: &'j Json) -> Option<&'j str> {
@@ -366,18 +391,20 @@ impl Checker {
     pub(super) fn string_map(&mut self, path: &str, v: &Json) -> Option<BTreeMap<String, String>> {
         let object = self.object(path, v)?;
         let mut out = BTreeMap::new();
+        let mut firsts: HashMap<&str, &Json> = HashMap::new();
         let mut ok = true;
         for (index, (key, value)) in object.iter().enumerate() {
             let p = key_path(path, key);
             self.mark(path, index, &p);
-            match value {
-                _ if out.contains_key(key) => {
-                    self.error(
-                        p,
-                        "duplicate key: it appears more than once in this object; keep one",
-                    );
+            if let Some(first) = firsts.get(key.as_str()) {
+                if *first != value {
                     ok = false;
                 }
+                self.duplicate(p, "key", first, value);
+                continue;
+            }
+            firsts.insert(key.as_str(), value);
+            match value {
                 Json::String(s) => {
                     out.insert(key.clone(), s.clone());
                 }

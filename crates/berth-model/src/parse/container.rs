@@ -291,10 +291,7 @@ impl Checker {
                 true
             }
             other => {
-                self.error(
-                    index_path(path, 0),
-                    format!("must be \"CMD\" or \"CMD-SHELL\", found {}", quote(other)),
-                );
+                self.error(index_path(path, 0), health_command_fix(other, cmd));
                 false
             }
         }
@@ -424,5 +421,33 @@ impl Checker {
             log_driver: driver?,
             options: options?,
         })
+    }
+}
+
+/// The message for a health check command whose first string is not `CMD`/`CMD-SHELL`: it
+/// shows the command rewritten with `CMD` (and with `CMD-SHELL` when it is one string; only
+/// with `CMD-SHELL` when that string is a shell line), or the upper-case spelling when only the
+/// case is wrong.
+fn health_command_fix(first: &str, cmd: &[String]) -> String {
+    let found = format!("must be \"CMD\" or \"CMD-SHELL\", found {}", quote(first));
+    for keyword in ["CMD", "CMD-SHELL"] {
+        if first.eq_ignore_ascii_case(keyword) {
+            return format!("{found}; the keyword is upper case: {}", quote(keyword));
+        }
+    }
+    let shell = format!("[\"CMD-SHELL\", {}]", quote(first));
+    if cmd.len() == 1 && first.contains(char::is_whitespace) {
+        return format!("{found}; to run it in a shell write {shell}");
+    }
+    const SHOWN: usize = 4;
+    let mut args: Vec<String> = cmd.iter().take(SHOWN).map(|a| quote(a)).collect();
+    if cmd.len() > SHOWN {
+        args.push("...".to_owned());
+    }
+    let program = format!("[\"CMD\", {}]", args.join(", "));
+    if cmd.len() == 1 {
+        format!("{found}; to run the program write {program}, or in a shell {shell}")
+    } else {
+        format!("{found}; to run the program write {program}")
     }
 }

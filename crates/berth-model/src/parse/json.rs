@@ -9,7 +9,7 @@ use std::fmt;
 
 /// Like `serde_json::Value`, but objects keep their keys in document order, duplicates included.
 /// serde_json's recursion limit (128 levels) still applies, so depth is bounded.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) enum Json {
     Null,
     Bool(bool),

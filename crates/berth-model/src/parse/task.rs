@@ -6,7 +6,8 @@
 //! Invariants: a task always comes out (fields that could not be read keep the empty values of
 //! `empty_task`), so the caller decides validity from the problems alone; when `networkMode` is
 //! invalid the checks that depend on it are skipped rather than guessed. Limits: task `cpu` and
-//! `memory` are checked for form only ("256", "0.5 vCPU", "1 GB") and kept as written.
+//! `memory` are checked for form only, the forms the ECS API takes ("256", "0.5 vCPU", ".25 vcpu",
+//! "1GB", ".5 GB": units case-insensitive, a space before them optional), and kept as written.
 
 use super::checker::{Checker, key_path};
 use super::container::ContainerInfo;
@@ -211,9 +212,10 @@ fn is_integer(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// `2`, `0.5` or `.5`, as the ECS documentation writes amounts (`.25 vCPU`, `0.5 GB`); not `2.`.
 fn is_decimal(s: &str) -> bool {
     match s.split_once('.') {
-        Some((whole, fraction)) => is_integer(whole) && is_integer(fraction),
+        Some((whole, fraction)) => (whole.is_empty() || is_integer(whole)) && is_integer(fraction),
         None => is_integer(s),
     }
 }

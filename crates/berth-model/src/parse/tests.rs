@@ -292,6 +292,41 @@ fn task_cpu_and_memory_accept_numbers_and_strings() {
     );
 }
 
+#[test]
+fn task_amounts_read_as_the_ecs_api_reads_them() {
+    // Units are case-insensitive, the space before them optional, the leading 0 optional (the
+    // ECS documentation writes ".25 vCPU" and "0.5 GB"); the text is kept as written.
+    for (cpu, memory) in [
+        (".25 vCPU", ".5 GB"),
+        ("0.25 vcpu", "0.5GB"),
+        ("1vCPU", "1gb"),
+        (" 2 VCPU ", "2 Gb"),
+        ("1024", "3072"),
+    ] {
+        let def = valid(&task_with(
+            &format!(r#""cpu": "{cpu}", "memory": "{memory}""#),
+            &c("web", ""),
+        ))
+        .definition;
+        assert_eq!(def.cpu.as_deref(), Some(cpu));
+        assert_eq!(def.memory.as_deref(), Some(memory));
+    }
+    assert_eq!(
+        problems(&task_with(
+            r#""cpu": "2. vCPU", "memory": "1.5 GiB""#,
+            &c("web", "")
+        )),
+        vec![
+            r#"cpu: "2. vCPU" is not a CPU amount; write CPU units such as "256" or vCPUs such as "0.5 vCPU""#,
+            r#"memory: "1.5 GiB" is not a memory amount; write MiB such as "512" or GB such as "1 GB""#,
+        ]
+    );
+    assert_eq!(
+        one(&task_with(r#""memory": ". GB""#, &c("web", ""))),
+        r#"memory: ". GB" is not a memory amount; write MiB such as "512" or GB such as "1 GB""#
+    );
+}
+
 // --- container fields ---------------------------------------------------------------------------
 
 #[test]
@@ -870,7 +905,7 @@ fn health_check_command() {
     );
     assert_eq!(
         one(&hc(r#"{"command": ["curl", "-f", "http://localhost/"]}"#)),
-        r#"containerDefinitions[0].healthCheck.command[0]: must be "CMD" or "CMD-SHELL", found "curl""#
+        r#"containerDefinitions[0].healthCheck.command[0]: must be "CMD" or "CMD-SHELL", found "curl"; to run the program write ["CMD", "curl", "-f", "http://localhost/"]"#
     );
     assert_eq!(
         one(&hc(r#"{"command": ["CMD-SHELL", "curl", "-f"]}"#)),
@@ -1350,7 +1385,7 @@ fn unknown_fields_warn_once_each_at_every_level() {
 #[test]
 fn ecs_fields_berth_does_not_use() {
     let text = task_with(
-        r#""taskRoleArn": "arn:x", "executionRoleArn": "arn:y", "requiresCompatibilities": ["EC2"], "runtimePlatform": {}"#,
+        r#""taskRoleArn": "arn:x", "executionRoleArn": "arn:y", "requiresCompatibilities": ["EC2"], "runtimePlatform": {"cpuArchitecture": "X86_64"}"#,
         &c(
             "web",
             r#""disableNetworking": false, "linuxParameters": {"initProcessEnabled": true}"#,
@@ -1396,10 +1431,98 @@ fn fields_berth_cannot_honour_are_errors() {
 }
 
 #[test]
-fn duplicate_keys_are_errors() {
+fn empty_ecs_fields_get_no_warning() {
+    // The shape of a console export: every field present, most of them null or empty.
+    let text = task_with(
+        r#""taskRoleArn": null, "executionRoleArn": null, "placementConstraints": [], "requiresCompatibilities": [], "runtimePlatform": {}, "pidMode": null, "proxyConfiguration": null, "inferenceAccelerators": []"#,
+        &c(
+            "web",
+            r#""links": [], "dnsServers": [], "dnsSearchDomains": null, "extraHosts": null, "linuxParameters": {}, "systemControls": [], "dockerSecurityOptions": [], "interactive": null, "pseudoTerminal": null, "disableNetworking": null, "secrets": [], "environmentFiles": [], "resourceRequirements": null, "portMappings": [{"containerPort": 80, "name": null, "appProtocol": null}]"#,
+        ),
+    );
+    assert_eq!(warnings(&text), Vec::<String>::new());
+    // Null is absent even for a field berth does not know; an empty value of an unknown field
+    // still warns, as it may be a misspelt field.
+    assert_eq!(
+        warnings(&task(&c("web", r#""colour": null, "healthcheck": {}"#))),
+        vec![
+            r#"containerDefinitions[0].healthcheck: unknown field, ignored (did you mean "healthCheck"?)"#
+        ]
+    );
+    // A value still gets the warning.
+    assert_eq!(
+        warnings(&task(&c("web", r#""versionConsistency": "disabled""#))),
+        vec!["containerDefinitions[0].versionConsistency: not used by berth, ignored"]
+    );
+}
+
+#[test]
+fn duplicate_key_with_the_same_value_is_a_warning() {
+    let text = task(&c("web", r#""essential": true, "essential": true"#));
+    assert_eq!(
+        warnings(&text),
+        vec![
+            "containerDefinitions[0].essential: duplicate field with the same value as before; the first is used, delete this one"
+        ]
+    );
+    // Objects and arrays compare by content, in order.
+    let text = task(&c(
+        "web",
+        r#""command": ["sh", "-c", "x"], "command": ["sh", "-c", "x"], "dockerLabels": {"a": "1", "a": "1"}"#,
+    ));
+    assert_eq!(
+        warnings(&text),
+        vec![
+            "containerDefinitions[0].command: duplicate field with the same value as before; the first is used, delete this one",
+            "containerDefinitions[0].dockerLabels.a: duplicate key with the same value as before; the first is used, delete this one",
+        ]
+    );
+}
+
+#[test]
+fn duplicate_key_with_different_values_names_both() {
     assert_eq!(
         one(&task(&c("web", r#""essential": true, "essential": false"#))),
-        "containerDefinitions[0].essential: duplicate field: it appears more than once in this object; keep one"
+        "containerDefinitions[0].essential: duplicate field with a different value: first a boolean (true), here a boolean (false); keep one"
+    );
+    assert_eq!(
+        one(&task(&c(
+            "web",
+            r#""dockerLabels": {"tier": "web", "tier": "db"}"#
+        ))),
+        r#"containerDefinitions[0].dockerLabels.tier: duplicate key with a different value: first a string ("web"), here a string ("db"); keep one"#
+    );
+    assert_eq!(
+        one(&task(&c("web", r#""command": ["a"], "command": ["b"]"#))),
+        "containerDefinitions[0].command: duplicate field with a different value: first an array, here an array; keep one"
+    );
+}
+
+#[test]
+fn health_check_command_without_keyword_shows_the_fix() {
+    let hc = |cmd: &str| {
+        task(&c(
+            "web",
+            &format!(r#""healthCheck": {{"command": {cmd}}}"#),
+        ))
+    };
+    assert_eq!(
+        one(&hc(r#"["/healthcheck"]"#)),
+        r#"containerDefinitions[0].healthCheck.command[0]: must be "CMD" or "CMD-SHELL", found "/healthcheck"; to run the program write ["CMD", "/healthcheck"], or in a shell ["CMD-SHELL", "/healthcheck"]"#
+    );
+    assert_eq!(
+        one(&hc(r#"["curl -f http://localhost/ || exit 1"]"#)),
+        r#"containerDefinitions[0].healthCheck.command[0]: must be "CMD" or "CMD-SHELL", found "curl -f http://localhost/ || exit 1"; to run it in a shell write ["CMD-SHELL", "curl -f http://localhost/ || exit 1"]"#
+    );
+    assert_eq!(
+        one(&hc(
+            r#"["pg_isready", "-U", "postgres", "-h", "localhost", "-p", "5432"]"#
+        )),
+        r#"containerDefinitions[0].healthCheck.command[0]: must be "CMD" or "CMD-SHELL", found "pg_isready"; to run the program write ["CMD", "pg_isready", "-U", "postgres", "-h", ...]"#
+    );
+    assert_eq!(
+        one(&hc(r#"["cmd-shell", "true"]"#)),
+        r#"containerDefinitions[0].healthCheck.command[0]: must be "CMD" or "CMD-SHELL", found "cmd-shell"; the keyword is upper case: "CMD-SHELL""#
     );
 }
 
