@@ -6,8 +6,8 @@
 
 use berth_engine::spec::{ContainerSpec, MountKind, VolumeSpec};
 use bollard::models::{
-    ContainerCreateBody, HealthConfig, HostConfig, HostConfigLogConfig, Mount, MountType,
-    PortBinding, ResourcesUlimits, VolumeCreateRequest,
+    ContainerCreateBody, DeviceMapping, HealthConfig, HostConfig, HostConfigLogConfig, Mount,
+    MountType, PortBinding, ResourcesUlimits, VolumeCreateRequest,
 };
 use std::collections::HashMap;
 
@@ -65,6 +65,25 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             typ: Some(d.clone()),
             config: Some(spec.log_options.clone().into_iter().collect()),
         }),
+        init: spec.linux.init.then_some(true),
+        cap_add: (!spec.linux.cap_add.is_empty()).then(|| spec.linux.cap_add.clone()),
+        cap_drop: (!spec.linux.cap_drop.is_empty()).then(|| spec.linux.cap_drop.clone()),
+        devices: (!spec.linux.devices.is_empty()).then(|| {
+            spec.linux
+                .devices
+                .iter()
+                .map(|d| DeviceMapping {
+                    path_on_host: Some(d.host_path.clone()),
+                    path_in_container: Some(d.container_path.clone()),
+                    cgroup_permissions: Some(d.permissions.clone()),
+                })
+                .collect()
+        }),
+        tmpfs: (!spec.linux.tmpfs.is_empty())
+            .then(|| spec.linux.tmpfs.clone().into_iter().collect()),
+        shm_size: spec.linux.shm_size_bytes,
+        memory_swap: spec.linux.memory_swap_bytes,
+        memory_swappiness: spec.linux.memory_swappiness,
         ..Default::default()
     };
     ContainerCreateBody {

@@ -91,6 +91,8 @@ pub struct ContainerDefinition {
     pub hostname: Option<String>,
     pub ulimits: Vec<Ulimit>,
     pub log_configuration: Option<LogConfiguration>,
+    /// `linuxParameters`; None when absent.
+    pub linux_parameters: Option<crate::linux::LinuxParameters>,
 }
 
 impl ContainerDefinition {
@@ -122,6 +124,7 @@ impl ContainerDefinition {
             hostname: None,
             ulimits: Vec::new(),
             log_configuration: None,
+            linux_parameters: None,
         }
     }
 

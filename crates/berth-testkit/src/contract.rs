@@ -140,6 +140,7 @@ pub fn spec<S: Subject>(subject: &S, task: &str, def: &str, behaviour: Behaviour
         log_options: BTreeMap::new(),
         health: behaviour.health(),
         stop_timeout_secs: None,
+        linux: Default::default(),
     }
 }
 

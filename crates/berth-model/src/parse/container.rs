@@ -1,5 +1,6 @@
 //! One container definition: its own fields (name, image, command, environment, resources,
-//! labels, hostname, health check, ulimits, log configuration), each read and checked where it
+//! labels, hostname, health check, ulimits, log configuration; `linuxParameters` through
+//! `linux`), each read and checked where it
 //! stands. The fields that name other containers, volumes or host ports are read by `relations`.
 //!
 //! Invariants: a container always comes out (unreadable fields keep the defaults of
@@ -62,6 +63,7 @@ impl Checker {
         let (mut name_seen, mut image_seen) = (false, false);
         let mut memory: Option<(u64, String)> = None;
         let mut reservation: Option<(u64, String)> = None;
+        let mut max_swap_path = None;
         for f in self.fields(path, object, &CONTAINER) {
             let (p, v) = (f.path.as_str(), f.value);
             match f.key {
@@ -144,6 +146,11 @@ impl Checker {
                 }
                 "ulimits" => def.ulimits = self.ulimits(p, v),
                 "logConfiguration" => def.log_configuration = self.log_configuration(p, v),
+                "linuxParameters" => {
+                    let (lp, linux) = self.linux_parameters(p, v);
+                    def.linux_parameters = lp;
+                    max_swap_path = linux.max_swap_path;
+                }
                 _ => {} // `fields` only returns keys listed in CONTAINER.known.
             }
         }
@@ -159,6 +166,14 @@ impl Checker {
             self.error(
                 soft_path.as_str(),
                 format!("must not exceed memory ({hard} MiB), found {soft}"),
+            );
+        }
+        if let Some(p) = max_swap_path
+            && !has_field(object, "memory")
+        {
+            self.error(
+                p,
+                "maxSwap needs a hard memory limit: set \"memory\" on this container (Docker's swap limit is memory + maxSwap)",
             );
         }
         (def, info)

