@@ -91,7 +91,9 @@ pub struct ContainerDefinition {
     pub hostname: Option<String>,
     pub ulimits: Vec<Ulimit>,
     pub log_configuration: Option<LogConfiguration>,
-    /// `linuxParameters`; None when absent.
+    /// `linuxParameters`; None when absent (then left out when saved, so states saved before
+    /// berth read it keep their format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linux_parameters: Option<crate::linux::LinuxParameters>,
 }
 
