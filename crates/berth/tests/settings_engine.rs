@@ -157,3 +157,24 @@ async fn max_swap_and_swappiness_reach_the_memory_cgroup() {
     );
     assert_42(&r);
 }
+
+#[tokio::test]
+async fn a_container_over_its_memory_limit_stops_with_the_oom_reason() {
+    // `tail` keeps the last line in memory; /dev/zero has no newline, so it grows until the
+    // kernel's OOM killer ends it at the 16 MiB limit (no swap: maxSwap 0).
+    let r = run(
+        "oom",
+        "exec tail /dev/zero",
+        json!({"memory": 16, "linuxParameters": {"maxSwap": 0}}),
+    );
+    let c = r.container();
+    assert_eq!(
+        c["exitCode"], 137,
+        "container: {c:#}\nstderr:\n{}",
+        r.stderr
+    );
+    assert_eq!(
+        c["reason"], "OutOfMemoryError: Container killed due to memory usage",
+        "container: {c:#}"
+    );
+}
