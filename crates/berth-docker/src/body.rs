@@ -84,6 +84,9 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         shm_size: spec.linux.shm_size_bytes,
         memory_swap: spec.linux.memory_swap_bytes,
         memory_swappiness: spec.linux.memory_swappiness,
+        dns: (!spec.dns.is_empty()).then(|| spec.dns.clone()),
+        dns_search: (!spec.dns_search.is_empty()).then(|| spec.dns_search.clone()),
+        extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
         ..Default::default()
     };
     ContainerCreateBody {

@@ -79,6 +79,12 @@ pub struct ContainerSpec {
     pub stop_timeout_secs: Option<u32>,
     /// From `linuxParameters`; all empty when it is absent.
     pub linux: LinuxSpec,
+    /// Docker `Dns`: `dnsServers`.
+    pub dns: Vec<String>,
+    /// Docker `DnsSearch`: `dnsSearchDomains`.
+    pub dns_search: Vec<String>,
+    /// Docker `ExtraHosts`: `hostname:ipAddress` for each `extraHosts` entry.
+    pub extra_hosts: Vec<String>,
 }
 
 /// The Docker settings that come from `linuxParameters`, in Docker's units.
@@ -463,6 +469,13 @@ pub fn container_spec(
         health,
         stop_timeout_secs: def.stop_timeout,
         linux: linux_spec(def),
+        dns: def.dns_servers.clone(),
+        dns_search: def.dns_search_domains.clone(),
+        extra_hosts: def
+            .extra_hosts
+            .iter()
+            .map(|h| format!("{}:{}", h.hostname, h.ip_address))
+            .collect(),
     }
 }
 

@@ -16,7 +16,8 @@
 //! - `task`: the document and task level; `container`: one container definition;
 //!   `relations`: the container fields that name other containers, volumes or host ports;
 //!   `volume`: one volume;
-//! - `linux`: a container's `linuxParameters`;
+//! - `linux`: a container's `linuxParameters`; `dns`: `dnsServers`, `dnsSearchDomains`,
+//!   `extraHosts`;
 //! - `cross`: the cross-field checks, run on what the walkers collected.
 
 use crate::problem::{Invalid, Parsed, Problem};
@@ -26,6 +27,7 @@ use json::Json;
 mod checker;
 mod container;
 mod cross;
+mod dns;
 mod json;
 mod linux;
 mod relations;

@@ -95,6 +95,23 @@ pub struct ContainerDefinition {
     /// berth read it keep their format).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linux_parameters: Option<crate::linux::LinuxParameters>,
+    /// `dnsServers`: IP addresses, in order (Docker `Dns`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_servers: Vec<String>,
+    /// `dnsSearchDomains`, in order (Docker `DnsSearch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_search_domains: Vec<String>,
+    /// `extraHosts` (Docker `ExtraHosts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_hosts: Vec<ExtraHost>,
+}
+
+/// One `extraHosts` entry: a line added to the container's `/etc/hosts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtraHost {
+    pub hostname: String,
+    pub ip_address: String,
 }
 
 impl ContainerDefinition {
@@ -127,6 +144,9 @@ impl ContainerDefinition {
             ulimits: Vec::new(),
             log_configuration: None,
             linux_parameters: None,
+            dns_servers: Vec::new(),
+            dns_search_domains: Vec::new(),
+            extra_hosts: Vec::new(),
         }
     }
 

@@ -141,6 +141,9 @@ pub fn spec<S: Subject>(subject: &S, task: &str, def: &str, behaviour: Behaviour
         health: behaviour.health(),
         stop_timeout_secs: None,
         linux: Default::default(),
+        dns: Vec::new(),
+        dns_search: Vec::new(),
+        extra_hosts: Vec::new(),
     }
 }
 

@@ -178,3 +178,28 @@ async fn a_container_over_its_memory_limit_stops_with_the_oom_reason() {
         "container: {c:#}"
     );
 }
+
+#[tokio::test]
+async fn dns_servers_and_search_domains_are_in_resolv_conf() {
+    let script = r#"grep -q '^nameserver 10.0.0.2$' /etc/resolv.conf && grep -q '^nameserver 10.0.0.3$' /etc/resolv.conf \
+        && grep -q '^search corp.example.com lab.example.com$' /etc/resolv.conf && exit 42
+        cat /etc/resolv.conf; exit 1"#;
+    let r = run(
+        "dns",
+        script,
+        json!({"dnsServers": ["10.0.0.2", "10.0.0.3"], "dnsSearchDomains": ["corp.example.com", "lab.example.com"]}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn extra_hosts_are_in_etc_hosts() {
+    let script = r#"grep -Eq '^10\.1\.2\.3[[:space:]]+berth-extra$' /etc/hosts && exit 42
+        cat /etc/hosts; exit 1"#;
+    let r = run(
+        "hosts",
+        script,
+        json!({"extraHosts": [{"hostname": "berth-extra", "ipAddress": "10.1.2.3"}]}),
+    );
+    assert_42(&r);
+}

@@ -146,6 +146,9 @@ impl Checker {
                 }
                 "ulimits" => def.ulimits = self.ulimits(p, v),
                 "logConfiguration" => def.log_configuration = self.log_configuration(p, v),
+                "dnsServers" => def.dns_servers = self.dns_servers(p, v),
+                "dnsSearchDomains" => def.dns_search_domains = self.dns_search_domains(p, v),
+                "extraHosts" => def.extra_hosts = self.extra_hosts(p, v),
                 "linuxParameters" => {
                     let (lp, linux) = self.linux_parameters(p, v);
                     def.linux_parameters = lp;

@@ -80,13 +80,13 @@ pub(super) const CONTAINER: Schema = Schema {
         "ulimits",
         "logConfiguration",
         "linuxParameters",
+        "dnsServers",
+        "dnsSearchDomains",
+        "extraHosts",
     ],
     ignored: &[
         "links",
         "disableNetworking",
-        "dnsServers",
-        "dnsSearchDomains",
-        "extraHosts",
         "dockerSecurityOptions",
         "interactive",
         "pseudoTerminal",
@@ -197,6 +197,13 @@ pub(super) const TMPFS: Schema = Schema {
     quiet: &[],
 };
 
+pub(super) const EXTRA_HOST: Schema = Schema {
+    known: &["hostname", "ipAddress"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
 pub(super) const VOLUME: Schema = Schema {
     known: &[
         "name",
@@ -260,6 +267,7 @@ pub(super) const SCHEMAS: &[&Schema] = &[
     &CAPABILITIES,
     &DEVICE,
     &TMPFS,
+    &EXTRA_HOST,
     &VOLUME,
     &HOST_VOLUME,
     &DOCKER_VOLUME,
