@@ -87,6 +87,8 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         dns: (!spec.dns.is_empty()).then(|| spec.dns.clone()),
         dns_search: (!spec.dns_search.is_empty()).then(|| spec.dns_search.clone()),
         extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
+        sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone().into_iter().collect()),
+        security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
         ..Default::default()
     };
     ContainerCreateBody {
@@ -108,6 +110,9 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             start_interval: None,
         }),
         stop_timeout: spec.stop_timeout_secs.map(i64::from),
+        open_stdin: spec.open_stdin.then_some(true),
+        tty: spec.tty.then_some(true),
+        network_disabled: spec.network_disabled.then_some(true),
         host_config: Some(host_config),
         ..Default::default()
     }

@@ -85,6 +85,16 @@ pub struct ContainerSpec {
     pub dns_search: Vec<String>,
     /// Docker `ExtraHosts`: `hostname:ipAddress` for each `extraHosts` entry.
     pub extra_hosts: Vec<String>,
+    /// Docker `Sysctls`: `systemControls`.
+    pub sysctls: BTreeMap<String, String>,
+    /// Docker `SecurityOpt`: `dockerSecurityOptions`.
+    pub security_opt: Vec<String>,
+    /// Docker `OpenStdin`: `interactive`.
+    pub open_stdin: bool,
+    /// Docker `Tty`: `pseudoTerminal`.
+    pub tty: bool,
+    /// Docker `NetworkDisabled`: `disableNetworking`.
+    pub network_disabled: bool,
 }
 
 /// The Docker settings that come from `linuxParameters`, in Docker's units.
@@ -476,6 +486,11 @@ pub fn container_spec(
             .iter()
             .map(|h| format!("{}:{}", h.hostname, h.ip_address))
             .collect(),
+        sysctls: def.system_controls.clone(),
+        security_opt: def.docker_security_options.clone(),
+        open_stdin: def.interactive,
+        tty: def.pseudo_terminal,
+        network_disabled: def.disable_networking,
     }
 }
 

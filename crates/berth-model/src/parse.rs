@@ -18,6 +18,7 @@
 //!   `volume`: one volume;
 //! - `linux`: a container's `linuxParameters`; `dns`: `dnsServers`, `dnsSearchDomains`,
 //!   `extraHosts`;
+//!   `settings`: `systemControls`, `dockerSecurityOptions`;
 //! - `cross`: the cross-field checks, run on what the walkers collected.
 
 use crate::problem::{Invalid, Parsed, Problem};
@@ -32,6 +33,7 @@ mod json;
 mod linux;
 mod relations;
 mod rules;
+mod settings;
 mod task;
 mod volume;
 

@@ -104,6 +104,21 @@ pub struct ContainerDefinition {
     /// `extraHosts` (Docker `ExtraHosts`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_hosts: Vec<ExtraHost>,
+    /// `systemControls`: sysctl name → value (Docker `Sysctls`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub system_controls: BTreeMap<String, String>,
+    /// `dockerSecurityOptions`, as written (Docker `SecurityOpt`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub docker_security_options: Vec<String>,
+    /// `interactive`: Docker `OpenStdin` (stdin stays open).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+    /// `pseudoTerminal`: Docker `Tty`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pseudo_terminal: bool,
+    /// `disableNetworking`: Docker `NetworkDisabled` (only the loopback interface).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_networking: bool,
 }
 
 /// One `extraHosts` entry: a line added to the container's `/etc/hosts`.
@@ -147,6 +162,11 @@ impl ContainerDefinition {
             dns_servers: Vec::new(),
             dns_search_domains: Vec::new(),
             extra_hosts: Vec::new(),
+            system_controls: BTreeMap::new(),
+            docker_security_options: Vec::new(),
+            interactive: false,
+            pseudo_terminal: false,
+            disable_networking: false,
         }
     }
 

@@ -144,6 +144,11 @@ pub fn spec<S: Subject>(subject: &S, task: &str, def: &str, behaviour: Behaviour
         dns: Vec::new(),
         dns_search: Vec::new(),
         extra_hosts: Vec::new(),
+        sysctls: BTreeMap::new(),
+        security_opt: Vec::new(),
+        open_stdin: false,
+        tty: false,
+        network_disabled: false,
     }
 }
 

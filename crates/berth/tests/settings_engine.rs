@@ -203,3 +203,61 @@ async fn extra_hosts_are_in_etc_hosts() {
     );
     assert_42(&r);
 }
+
+#[tokio::test]
+async fn system_controls_are_set_in_the_container() {
+    let script = r#"[ "$(cat /proc/sys/net/ipv4/tcp_keepalive_time)" = 321 ] && [ "$(cat /proc/sys/kernel/shmmni)" = 1234 ] && exit 42
+        cat /proc/sys/net/ipv4/tcp_keepalive_time /proc/sys/kernel/shmmni; exit 1"#;
+    let r = run(
+        "sysctl",
+        script,
+        json!({"systemControls": [
+            {"namespace": "net.ipv4.tcp_keepalive_time", "value": "321"},
+            {"namespace": "kernel.shmmni", "value": "1234"}
+        ]}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn no_new_privileges_is_set_on_the_process() {
+    let script = r#"grep -Eq '^NoNewPrivs:[[:space:]]+1$' /proc/self/status && exit 42
+        grep NoNewPrivs /proc/self/status; exit 1"#;
+    let r = run(
+        "nnp",
+        script,
+        json!({"dockerSecurityOptions": ["no-new-privileges"]}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn pseudo_terminal_gives_a_tty() {
+    let r = run(
+        "tty",
+        "[ -t 0 ] && [ -t 1 ] && exit 42; exit 1",
+        json!({"pseudoTerminal": true}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn interactive_keeps_stdin_open() {
+    // Without `interactive` stdin is /dev/null; with it, a pipe Docker keeps open.
+    let r = run(
+        "stdin",
+        "ls -l /proc/self/fd/0 | grep -q 'pipe:' && exit 42; ls -l /proc/self/fd/0; exit 1",
+        json!({"interactive": true}),
+    );
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn disable_networking_leaves_only_loopback() {
+    let r = run(
+        "nonet",
+        r#"[ "$(ls /sys/class/net)" = lo ] && exit 42; ls /sys/class/net; exit 1"#,
+        json!({"disableNetworking": true}),
+    );
+    assert_42(&r);
+}

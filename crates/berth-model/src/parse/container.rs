@@ -36,6 +36,8 @@ pub(super) struct ContainerInfo {
     pub(super) port_mappings_path: Option<String>,
     pub(super) ports: Vec<PortInfo>,
     pub(super) hostname_path: Option<String>,
+    /// Paths of `systemControls` namespaces in `net.*` (not allowed in host network mode).
+    pub(super) net_sysctl_paths: Vec<String>,
 }
 
 impl Checker {
@@ -56,6 +58,7 @@ impl Checker {
             port_mappings_path: None,
             ports: Vec::new(),
             hostname_path: None,
+            net_sysctl_paths: Vec::new(),
         };
         let Some(object) = self.object(path, v) else {
             return (def, info);
@@ -149,6 +152,19 @@ impl Checker {
                 "dnsServers" => def.dns_servers = self.dns_servers(p, v),
                 "dnsSearchDomains" => def.dns_search_domains = self.dns_search_domains(p, v),
                 "extraHosts" => def.extra_hosts = self.extra_hosts(p, v),
+                "systemControls" => {
+                    let (sysctls, net) = self.system_controls(p, v);
+                    def.system_controls = sysctls;
+                    info.net_sysctl_paths = net;
+                }
+                "dockerSecurityOptions" => {
+                    def.docker_security_options = self.security_options(p, v);
+                }
+                "interactive" => def.interactive = self.boolean(p, v).unwrap_or(false),
+                "pseudoTerminal" => def.pseudo_terminal = self.boolean(p, v).unwrap_or(false),
+                "disableNetworking" => {
+                    def.disable_networking = self.boolean(p, v).unwrap_or(false);
+                }
                 "linuxParameters" => {
                     let (lp, linux) = self.linux_parameters(p, v);
                     def.linux_parameters = lp;

@@ -83,14 +83,14 @@ pub(super) const CONTAINER: Schema = Schema {
         "dnsServers",
         "dnsSearchDomains",
         "extraHosts",
-    ],
-    ignored: &[
-        "links",
-        "disableNetworking",
+        "systemControls",
         "dockerSecurityOptions",
         "interactive",
         "pseudoTerminal",
-        "systemControls",
+        "disableNetworking",
+    ],
+    ignored: &[
+        "links",
         "credentialSpecs",
         "versionConsistency",
         "restartPolicy",
@@ -204,6 +204,13 @@ pub(super) const EXTRA_HOST: Schema = Schema {
     quiet: &[],
 };
 
+pub(super) const SYSTEM_CONTROL: Schema = Schema {
+    known: &["namespace", "value"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
 pub(super) const VOLUME: Schema = Schema {
     known: &[
         "name",
@@ -268,6 +275,7 @@ pub(super) const SCHEMAS: &[&Schema] = &[
     &DEVICE,
     &TMPFS,
     &EXTRA_HOST,
+    &SYSTEM_CONTROL,
     &VOLUME,
     &HOST_VOLUME,
     &DOCKER_VOLUME,

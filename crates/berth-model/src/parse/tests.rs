@@ -1353,7 +1353,7 @@ fn ecs_fields_berth_does_not_use() {
         r#""taskRoleArn": "arn:x", "executionRoleArn": "arn:y", "requiresCompatibilities": ["EC2"], "runtimePlatform": {}"#,
         &c(
             "web",
-            r#""links": ["db"], "disableNetworking": false, "credentialSpecs": ["x"]"#,
+            r#""links": ["db"], "versionConsistency": "enabled", "credentialSpecs": ["x"]"#,
         ),
     );
     assert_eq!(
@@ -1364,7 +1364,7 @@ fn ecs_fields_berth_does_not_use() {
             "requiresCompatibilities: not used by berth, ignored",
             "runtimePlatform: not used by berth, ignored",
             "containerDefinitions[0].links: not used by berth, ignored",
-            "containerDefinitions[0].disableNetworking: not used by berth, ignored",
+            "containerDefinitions[0].versionConsistency: not used by berth, ignored",
             "containerDefinitions[0].credentialSpecs: not used by berth, ignored",
         ]
     );
