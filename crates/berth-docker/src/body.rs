@@ -89,6 +89,8 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
         sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone().into_iter().collect()),
         security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
+        pid_mode: spec.pid_mode.clone(),
+        ipc_mode: spec.ipc_mode.clone(),
         ..Default::default()
     };
     ContainerCreateBody {

@@ -95,6 +95,10 @@ pub struct ContainerSpec {
     pub tty: bool,
     /// Docker `NetworkDisabled`: `disableNetworking`.
     pub network_disabled: bool,
+    /// Docker `PidMode` (`host`), from the task's `pidMode`.
+    pub pid_mode: Option<String>,
+    /// Docker `IpcMode` (`host`, `none`), from the task's `ipcMode`.
+    pub ipc_mode: Option<String>,
 }
 
 /// The Docker settings that come from `linuxParameters`, in Docker's units.
@@ -491,6 +495,13 @@ pub fn container_spec(
         open_stdin: def.interactive,
         tty: def.pseudo_terminal,
         network_disabled: def.disable_networking,
+        pid_mode: task.pid_mode.map(|m| match m {
+            berth_model::PidMode::Host => "host".to_string(),
+        }),
+        ipc_mode: task.ipc_mode.map(|m| match m {
+            berth_model::IpcMode::Host => "host".to_string(),
+            berth_model::IpcMode::None => "none".to_string(),
+        }),
     }
 }
 

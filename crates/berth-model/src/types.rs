@@ -24,6 +24,30 @@ pub struct TaskDefinition {
     pub cpu: Option<String>,
     /// Task-level memory, as ECS writes it (a string such as "512" (MiB) or "1 GB").
     pub memory: Option<String>,
+    /// `pidMode`; None = each container has its own PID namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_mode: Option<PidMode>,
+    /// `ipcMode`; None = each container has its own (private) IPC namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc_mode: Option<IpcMode>,
+}
+
+/// `pidMode` (ECS's `task` is not supported yet: validation refuses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PidMode {
+    /// Every container uses the host's PID namespace (Docker `PidMode: host`).
+    Host,
+}
+
+/// `ipcMode` (ECS's `task` is not supported yet: validation refuses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpcMode {
+    /// Every container uses the host's IPC namespace (Docker `IpcMode: host`).
+    Host,
+    /// Private IPC namespaces with no `/dev/shm` mounted (Docker `IpcMode: none`).
+    None,
 }
 
 impl TaskDefinition {

@@ -149,6 +149,8 @@ pub fn spec<S: Subject>(subject: &S, task: &str, def: &str, behaviour: Behaviour
         open_stdin: false,
         tty: false,
         network_disabled: false,
+        pid_mode: None,
+        ipc_mode: None,
     }
 }
 

@@ -261,3 +261,57 @@ async fn disable_networking_leaves_only_loopback() {
     );
     assert_42(&r);
 }
+
+/// Runs one container `c` with `script` in a task with these task-level fields.
+fn run_task_with(prefix: &str, script: &str, task_fields: Value) -> Run {
+    let family = unique_name(prefix);
+    let mut def = json!({"family": family, "containerDefinitions": [test_container("c", script)]});
+    if let (Some(d), Some(extra)) = (def.as_object_mut(), task_fields.as_object()) {
+        for (k, v) in extra {
+            d.insert(k.clone(), v.clone());
+        }
+    }
+    let data_dir = tempfile::tempdir().expect("temp dir");
+    let file = data_dir.path().join("task.json");
+    let out = BerthRun::new(env!("CARGO_BIN_EXE_berth"), file, &def)
+        .prefer_cached()
+        .data_dir(data_dir.path())
+        .output();
+    Run {
+        stderr: out.stderr.clone(),
+        lines: out.lines(),
+        _data_dir: data_dir,
+        _guard: FamilyGuard(family),
+    }
+}
+
+#[tokio::test]
+async fn pid_mode_host_sees_the_host_processes() {
+    // This test process is on the host; in the host's PID namespace the container sees it.
+    let pid = std::process::id();
+    let script =
+        format!("grep -q settings_engine /proc/{pid}/cmdline && exit 42; ls /proc; exit 1");
+    let r = run_task_with("pidhost", &script, json!({"pidMode": "host"}));
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn ipc_mode_host_shares_the_host_ipc_namespace() {
+    let host_ns = std::fs::read_link("/proc/self/ns/ipc").expect("read /proc/self/ns/ipc");
+    let host_ns = host_ns.display();
+    let script = format!(
+        r#"[ "$(ls -l /proc/self/ns/ipc | sed 's/.*-> //')" = "{host_ns}" ] && exit 42; ls -l /proc/self/ns/ipc; exit 1"#
+    );
+    let r = run_task_with("ipchost", &script, json!({"ipcMode": "host"}));
+    assert_42(&r);
+}
+
+#[tokio::test]
+async fn ipc_mode_none_mounts_no_dev_shm() {
+    let r = run_task_with(
+        "ipcnone",
+        "mount | grep -q ' /dev/shm ' || exit 42; mount; exit 1",
+        json!({"ipcMode": "none"}),
+    );
+    assert_42(&r);
+}

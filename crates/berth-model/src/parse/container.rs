@@ -38,6 +38,8 @@ pub(super) struct ContainerInfo {
     pub(super) hostname_path: Option<String>,
     /// Paths of `systemControls` namespaces in `net.*` (not allowed in host network mode).
     pub(super) net_sysctl_paths: Vec<String>,
+    /// (path, name) of IPC `systemControls` namespaces (not allowed with `ipcMode: host`).
+    pub(super) ipc_sysctls: Vec<(String, String)>,
 }
 
 impl Checker {
@@ -59,6 +61,7 @@ impl Checker {
             ports: Vec::new(),
             hostname_path: None,
             net_sysctl_paths: Vec::new(),
+            ipc_sysctls: Vec::new(),
         };
         let Some(object) = self.object(path, v) else {
             return (def, info);
@@ -153,9 +156,10 @@ impl Checker {
                 "dnsSearchDomains" => def.dns_search_domains = self.dns_search_domains(p, v),
                 "extraHosts" => def.extra_hosts = self.extra_hosts(p, v),
                 "systemControls" => {
-                    let (sysctls, net) = self.system_controls(p, v);
-                    def.system_controls = sysctls;
-                    info.net_sysctl_paths = net;
+                    let sysctls = self.system_controls(p, v);
+                    def.system_controls = sysctls.values;
+                    info.net_sysctl_paths = sysctls.net;
+                    info.ipc_sysctls = sysctls.ipc;
                 }
                 "dockerSecurityOptions" => {
                     def.docker_security_options = self.security_options(p, v);

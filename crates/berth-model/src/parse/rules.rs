@@ -29,6 +29,8 @@ pub(super) const TASK: Schema = Schema {
         "networkMode",
         "cpu",
         "memory",
+        "pidMode",
+        "ipcMode",
     ],
     ignored: &[
         "taskDefinitionArn",
@@ -43,8 +45,6 @@ pub(super) const TASK: Schema = Schema {
         "requiresAttributes",
         "placementConstraints",
         "runtimePlatform",
-        "pidMode",
-        "ipcMode",
         "ephemeralStorage",
         "tags",
         "enableFaultInjection",

@@ -4,7 +4,7 @@
 //! `kernel.msgmax`, `kernel.msgmnb`, `kernel.msgmni`, `kernel.sem`, `kernel.shmall`,
 //! `kernel.shmmax`, `kernel.shmmni`, `kernel.shm_rmid_forced`, `fs.mqueue.*`; the network ones:
 //! `net.*`), each at most once; the `net.*` paths are handed back so the cross checks can refuse
-//! them in host network mode. Security options have one of ECS's Linux forms. Limits: whether
+//! them in host network mode, and the IPC ones with `ipcMode: host`. Security options have one of ECS's Linux forms. Limits: whether
 //! the kernel knows a `net.*` name, or the host has the AppArmor profile, is Docker's to judge.
 
 use super::checker::{Checker, key_path};
@@ -24,15 +24,20 @@ const IPC_SYSCTLS: &[&str] = &[
     "kernel.shm_rmid_forced",
 ];
 
+/// What `systemControls` holds, and where the ones the cross checks need are.
+pub(super) struct Sysctls {
+    pub(super) values: BTreeMap<String, String>,
+    /// Paths of the `net.*` namespaces.
+    pub(super) net: Vec<String>,
+    /// (path, name) of the IPC ones.
+    pub(super) ipc: Vec<(String, String)>,
+}
+
 impl Checker {
-    /// The sysctls, and the paths of the `net.*` ones.
-    pub(super) fn system_controls(
-        &mut self,
-        path: &str,
-        v: &Json,
-    ) -> (BTreeMap<String, String>, Vec<String>) {
+    /// The sysctls, and the paths of the `net.*` ones and of the IPC ones.
+    pub(super) fn system_controls(&mut self, path: &str, v: &Json) -> Sysctls {
         let mut out = BTreeMap::new();
-        let mut net = Vec::new();
+        let (mut net, mut ipc) = (Vec::new(), Vec::new());
         let mut seen: HashMap<String, String> = HashMap::new();
         for (item, p) in self.array(path, v).unwrap_or_default() {
             let Some(object) = self.object(&p, item) else {
@@ -61,6 +66,8 @@ impl Checker {
                             seen.insert(s.to_owned(), p.clone());
                             if is_net {
                                 net.push(f.path.clone());
+                            } else {
+                                ipc.push((f.path.clone(), s.to_owned()));
                             }
                             name = Some(s.to_owned());
                         }
@@ -78,7 +85,11 @@ impl Checker {
                 out.insert(name, value);
             }
         }
-        (out, net)
+        Sysctls {
+            values: out,
+            net,
+            ipc,
+        }
     }
 
     pub(super) fn security_options(&mut self, path: &str, v: &Json) -> Vec<String> {
@@ -175,6 +186,48 @@ mod tests {
                 "containerDefinitions[0].dockerSecurityOptions[1]: credentialspec is for Windows containers; berth runs Linux containers",
                 r#"containerDefinitions[0].dockerSecurityOptions[2]: unknown security option "apparmor:"; use "no-new-privileges", "apparmor:<profile>" or "label:<value>""#,
                 r#"containerDefinitions[0].pseudoTerminal: expected a boolean, found a string ("yes")"#,
+            ]
+        );
+    }
+
+    fn with_modes(modes: &str) -> String {
+        format!(
+            r#"{{"family": "t", {modes}, "containerDefinitions": [{{"name": "c", "image": "busybox"}}]}}"#
+        )
+    }
+
+    #[test]
+    fn ipc_sysctls_are_refused_with_host_ipc() {
+        assert_eq!(
+            problems(
+                r#"{"family": "t", "ipcMode": "host", "containerDefinitions": [{"name": "c", "image": "busybox",
+                    "systemControls": [{"namespace": "net.core.somaxconn", "value": "1"}, {"namespace": "kernel.shmmni", "value": "1000"}]}]}"#
+            ),
+            vec![
+                "containerDefinitions[0].systemControls[1].namespace: kernel.shmmni cannot be set with ipcMode host (the container shares the host's IPC namespace); leave ipcMode out or drop this sysctl",
+            ]
+        );
+    }
+
+    #[test]
+    fn pid_and_ipc_modes() {
+        let parsed = parse(&with_modes(r#""pidMode": "host", "ipcMode": "none""#))
+            .unwrap_or_else(|e| panic!("{:#?}", e.problems));
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        assert_eq!(parsed.definition.pid_mode, Some(crate::PidMode::Host));
+        assert_eq!(parsed.definition.ipc_mode, Some(crate::IpcMode::None));
+        assert_eq!(
+            problems(&with_modes(r#""pidMode": "task", "ipcMode": "task""#)),
+            vec![
+                r#"pidMode: pidMode "task" (one PID namespace shared by the task's containers) is not supported by berth yet; use "host" or leave pidMode out"#,
+                r#"ipcMode: ipcMode "task" (one IPC namespace shared by the task's containers) is not supported by berth yet; use "host" or "none", or leave ipcMode out"#,
+            ]
+        );
+        assert_eq!(
+            problems(&with_modes(r#""pidMode": "HOST", "ipcMode": "shareable""#)),
+            vec![
+                r#"pidMode: unknown pidMode "HOST"; use host or task"#,
+                r#"ipcMode: unknown ipcMode "shareable"; use host, task or none"#,
             ]
         );
     }
