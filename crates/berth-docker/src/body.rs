@@ -6,8 +6,8 @@
 
 use berth_engine::spec::{ContainerSpec, MountKind, VolumeSpec};
 use bollard::models::{
-    ContainerCreateBody, HealthConfig, HostConfig, HostConfigLogConfig, Mount, MountType,
-    PortBinding, ResourcesUlimits, VolumeCreateRequest,
+    ContainerCreateBody, DeviceMapping, HealthConfig, HostConfig, HostConfigLogConfig, Mount,
+    MountType, PortBinding, ResourcesUlimits, VolumeCreateRequest,
 };
 use std::collections::HashMap;
 
@@ -66,6 +66,32 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             typ: Some(d.clone()),
             config: Some(spec.log_options.clone().into_iter().collect()),
         }),
+        init: spec.linux.init.then_some(true),
+        cap_add: (!spec.linux.cap_add.is_empty()).then(|| spec.linux.cap_add.clone()),
+        cap_drop: (!spec.linux.cap_drop.is_empty()).then(|| spec.linux.cap_drop.clone()),
+        devices: (!spec.linux.devices.is_empty()).then(|| {
+            spec.linux
+                .devices
+                .iter()
+                .map(|d| DeviceMapping {
+                    path_on_host: Some(d.host_path.clone()),
+                    path_in_container: Some(d.container_path.clone()),
+                    cgroup_permissions: Some(d.permissions.clone()),
+                })
+                .collect()
+        }),
+        tmpfs: (!spec.linux.tmpfs.is_empty())
+            .then(|| spec.linux.tmpfs.clone().into_iter().collect()),
+        shm_size: spec.linux.shm_size_bytes,
+        memory_swap: spec.linux.memory_swap_bytes,
+        memory_swappiness: spec.linux.memory_swappiness,
+        dns: (!spec.dns.is_empty()).then(|| spec.dns.clone()),
+        dns_search: (!spec.dns_search.is_empty()).then(|| spec.dns_search.clone()),
+        extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
+        sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone().into_iter().collect()),
+        security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
+        pid_mode: spec.pid_mode.clone(),
+        ipc_mode: spec.ipc_mode.clone(),
         ..Default::default()
     };
     ContainerCreateBody {
@@ -87,6 +113,9 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             start_interval: None,
         }),
         stop_timeout: spec.stop_timeout_secs.map(i64::from),
+        open_stdin: spec.open_stdin.then_some(true),
+        tty: spec.tty.then_some(true),
+        network_disabled: spec.network_disabled.then_some(true),
         host_config: Some(host_config),
         ..Default::default()
     }

@@ -74,6 +74,8 @@ pub(crate) fn info_of(r: ContainerInspectResponse) -> ContainerInfo {
             .into_iter()
             .collect(),
         removing,
+        oom_killed: state.oom_killed.unwrap_or(false),
+        state_error: state.error.filter(|e| !e.is_empty()),
     }
 }
 

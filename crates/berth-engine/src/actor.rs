@@ -247,8 +247,8 @@ pub async fn run_task<R: Runtime>(
                     reconnect_delay = MIN_RECONNECT_DELAY;
                     if let Some(ev) = translate(&state, ev) {
                         state.apply(&ev);
-                        if let Some(vanished) = removed_behind_our_back(&*rt, &state, &ev).await {
-                            state.apply(&vanished);
+                        if let Some(why) = after_unexpected_die(&*rt, &state, &ev).await {
+                            state.apply(&why);
                         }
                     }
                 }
@@ -413,6 +413,12 @@ pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
                         started_at: info.started_at,
                         at: info.finished_at.unwrap_or(at),
                     });
+                    if let Some(reason) = info.exit_reason() {
+                        state.apply(&Event::ExitReason {
+                            container: i,
+                            reason,
+                        });
+                    }
                 }
             }
             Err(RuntimeError::NotFound(_)) if had_id => state.apply(&Event::Vanished {
@@ -444,11 +450,15 @@ async fn resync<R: Runtime>(rt: &R, state: &mut TaskState) {
                 .started_at
                 .map(|at| Event::Started { container: i, at }),
             Ok(info) if info.exit_code.is_some() || info.finished_at.is_some() => {
-                Some(Event::Exited {
+                state.apply(&Event::Exited {
                     container: i,
                     exit_code: info.exit_code,
                     started_at: info.started_at,
                     at: info.finished_at.unwrap_or_else(now_ms),
+                });
+                info.exit_reason().map(|reason| Event::ExitReason {
+                    container: i,
+                    reason,
                 })
             }
             Ok(_) => None,
@@ -496,15 +506,12 @@ fn translate(state: &TaskState, ev: RuntimeEvent) -> Option<Event> {
     })
 }
 
-/// After a `die` berth did not cause (no stop sent): is Docker removing the container
-/// (`docker rm -f` behind berth's back)? Its `destroy` event may come only after the task has
-/// finished, so one inspect settles it now: not found, or marked as being removed, is a vanished
-/// container (the reason says so); anything else is an ordinary exit.
-async fn removed_behind_our_back<R: Runtime>(
-    rt: &R,
-    state: &TaskState,
-    ev: &Event,
-) -> Option<Event> {
+/// After a `die` berth did not cause (no stop sent), one inspect says why it died. Is Docker
+/// removing the container (`docker rm -f` behind berth's back)? Its `destroy` event may come only
+/// after the task has finished, so not found, or marked as being removed, is a vanished container
+/// (the reason says so). Otherwise, an OOM kill or a Docker state error becomes the container's
+/// reason, as ECS gives it ([`crate::runtime::ContainerInfo::exit_reason`]); anything else is an ordinary exit.
+async fn after_unexpected_die<R: Runtime>(rt: &R, state: &TaskState, ev: &Event) -> Option<Event> {
     let Event::Exited { container, at, .. } = ev else {
         return None;
     };
@@ -514,8 +521,13 @@ async fn removed_behind_our_back<R: Runtime>(
     }
     let id = c.docker_id.as_deref()?;
     let removed = match rt.inspect(id).await {
-        Ok(info) => info.removing,
-        Err(RuntimeError::NotFound(_)) => true,
+        Ok(info) if !info.removing => {
+            return info.exit_reason().map(|reason| Event::ExitReason {
+                container: *container,
+                reason,
+            });
+        }
+        Ok(_) | Err(RuntimeError::NotFound(_)) => true,
         Err(_) => false,
     };
     removed.then(|| Event::Vanished {

@@ -374,6 +374,12 @@ pub enum Event {
         started_at: Option<Millis>,
         at: Millis,
     },
+    /// Docker's inspect of a stopped container explains its exit (an OOM kill, a state error):
+    /// the container's reason, unless it already has one.
+    ExitReason {
+        container: usize,
+        reason: String,
+    },
     /// Stopping failed even after the runtime's retries; the container is considered stopped.
     StopFailed {
         container: usize,
@@ -475,6 +481,12 @@ impl TaskState {
                     c.raise_known(Status::Stopped);
                     c.raise_desired(Status::Stopped);
                     self.note_essential_stop(*container, *at);
+                }
+            }
+            Event::ExitReason { container, reason } => {
+                let c = &mut self.containers[*container];
+                if c.known == Status::Stopped {
+                    c.reason.get_or_insert_with(|| reason.clone());
                 }
             }
             Event::StopFailed {

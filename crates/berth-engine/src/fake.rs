@@ -43,6 +43,8 @@ pub struct Script {
     pub start_error: Option<String>,
     /// Ignore SIGTERM: a stop kills it once the grace period is over (exit code 137).
     pub ignores_sigterm: bool,
+    /// With `exit_code`: the exit is the kernel's OOM killer's (inspect says `oom_killed`).
+    pub oom_killed: bool,
 }
 
 #[derive(Debug)]
@@ -54,6 +56,7 @@ struct FakeContainer {
     finished_at: Option<i64>,
     /// The scripted health status once started (None: no health check in the spec).
     health: Option<Health>,
+    oom_killed: bool,
 }
 
 #[derive(Default)]
@@ -239,6 +242,7 @@ impl Runtime for FakeRuntime {
                 started_at: None,
                 finished_at: None,
                 health: None,
+                oom_killed: false,
             },
         );
         Ok(id)
@@ -289,6 +293,7 @@ impl Runtime for FakeRuntime {
                 c.running = false;
                 c.exit_code = Some(code);
                 c.finished_at = Some(at);
+                c.oom_killed = script.oom_killed;
             }
             Self::emit(
                 &mut inner,
@@ -340,6 +345,8 @@ impl Runtime for FakeRuntime {
             labels: c.spec.labels.clone(),
             // The fake removes in one step: after a remove's `die` the container is not found.
             removing: false,
+            oom_killed: c.oom_killed,
+            state_error: None,
         })
     }
 

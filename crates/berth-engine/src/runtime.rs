@@ -64,7 +64,30 @@ pub struct ContainerInfo {
     /// Docker is removing the container (`docker rm -f`: removal is marked in progress before the
     /// kill, so an inspect after its `die` event says so, or answers not found).
     pub removing: bool,
+    /// The kernel's OOM killer ended the container (Docker `State.OOMKilled`).
+    pub oom_killed: bool,
+    /// Docker's own error about the container (`State.Error`), when it has one.
+    pub state_error: Option<String>,
 }
+
+impl ContainerInfo {
+    /// The reason ECS gives a container that exited in this state, if any: an OOM kill is
+    /// `OutOfMemoryError: Container killed due to memory usage`; otherwise a Docker state error is
+    /// `DockerStateError: <Docker's message>` (the ECS agent checks the error first and lets an OOM
+    /// kill override it).
+    pub fn exit_reason(&self) -> Option<String> {
+        if self.oom_killed {
+            return Some(OOM_REASON.to_string());
+        }
+        self.state_error
+            .as_deref()
+            .filter(|e| !e.is_empty())
+            .map(|e| format!("DockerStateError: {e}"))
+    }
+}
+
+/// ECS's reason for a container the kernel's OOM killer ended.
+pub const OOM_REASON: &str = "OutOfMemoryError: Container killed due to memory usage";
 
 /// What the task metadata endpoint needs to know about a created container beyond the task state
 /// (from `inspect`): dynamic details Docker decides, such as addresses and bound host ports.

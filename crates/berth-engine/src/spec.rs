@@ -79,6 +79,93 @@ pub struct ContainerSpec {
     pub log_options: BTreeMap<String, String>,
     pub health: Option<HealthSpec>,
     pub stop_timeout_secs: Option<u32>,
+    /// From `linuxParameters`; all empty when it is absent.
+    pub linux: LinuxSpec,
+    /// Docker `Dns`: `dnsServers`.
+    pub dns: Vec<String>,
+    /// Docker `DnsSearch`: `dnsSearchDomains`.
+    pub dns_search: Vec<String>,
+    /// Docker `ExtraHosts`: `hostname:ipAddress` for each `extraHosts` entry.
+    pub extra_hosts: Vec<String>,
+    /// Docker `Sysctls`: `systemControls`.
+    pub sysctls: BTreeMap<String, String>,
+    /// Docker `SecurityOpt`: `dockerSecurityOptions`.
+    pub security_opt: Vec<String>,
+    /// Docker `OpenStdin`: `interactive`.
+    pub open_stdin: bool,
+    /// Docker `Tty`: `pseudoTerminal`.
+    pub tty: bool,
+    /// Docker `NetworkDisabled`: `disableNetworking`.
+    pub network_disabled: bool,
+    /// Docker `PidMode` (`host`), from the task's `pidMode`.
+    pub pid_mode: Option<String>,
+    /// Docker `IpcMode` (`host`, `none`), from the task's `ipcMode`.
+    pub ipc_mode: Option<String>,
+}
+
+/// The Docker settings that come from `linuxParameters`, in Docker's units.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LinuxSpec {
+    /// Docker `Init` (`docker-init` as PID 1).
+    pub init: bool,
+    pub cap_add: Vec<String>,
+    pub cap_drop: Vec<String>,
+    pub devices: Vec<DeviceSpec>,
+    /// Container path → Docker tmpfs options (`noexec,size=64m`).
+    pub tmpfs: BTreeMap<String, String>,
+    pub shm_size_bytes: Option<i64>,
+    /// Docker `MemorySwap`: memory + maxSwap, in bytes.
+    pub memory_swap_bytes: Option<i64>,
+    pub memory_swappiness: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSpec {
+    pub host_path: String,
+    pub container_path: String,
+    /// `rwm` letters.
+    pub permissions: String,
+}
+
+/// The [`LinuxSpec`] of a container: ECS's units (MiB) become Docker's (bytes); a tmpfs gets its
+/// mount options followed by `size=<n>m`; `maxSwap` is added to `memory` (validation made sure
+/// `memory` is set).
+pub fn linux_spec(def: &berth_model::ContainerDefinition) -> LinuxSpec {
+    let Some(lp) = &def.linux_parameters else {
+        return LinuxSpec::default();
+    };
+    let mib = |v: u64| i64::try_from(v.saturating_mul(1024 * 1024)).unwrap_or(i64::MAX);
+    LinuxSpec {
+        init: lp.init_process_enabled,
+        cap_add: lp.capabilities_add.clone(),
+        cap_drop: lp.capabilities_drop.clone(),
+        devices: lp
+            .devices
+            .iter()
+            .map(|d| DeviceSpec {
+                host_path: d.host_path.clone(),
+                container_path: d
+                    .container_path
+                    .clone()
+                    .unwrap_or_else(|| d.host_path.clone()),
+                permissions: d.permissions.clone(),
+            })
+            .collect(),
+        tmpfs: lp
+            .tmpfs
+            .iter()
+            .map(|t| {
+                let mut options = t.mount_options.clone();
+                options.push(format!("size={}m", t.size));
+                (t.container_path.clone(), options.join(","))
+            })
+            .collect(),
+        shm_size_bytes: lp.shared_memory_size.map(mib),
+        memory_swap_bytes: lp
+            .max_swap
+            .and_then(|swap| def.memory.map(|m| mib(m.saturating_add(swap)))),
+        memory_swappiness: lp.swappiness.map(i64::from),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -410,5 +497,75 @@ pub fn container_spec(
         log_options: def.log_options(),
         health,
         stop_timeout_secs: def.stop_timeout,
+        linux: linux_spec(def),
+        dns: def.dns_servers.clone(),
+        dns_search: def.dns_search_domains.clone(),
+        extra_hosts: def
+            .extra_hosts
+            .iter()
+            .map(|h| format!("{}:{}", h.hostname, h.ip_address))
+            .collect(),
+        sysctls: def.system_controls.clone(),
+        security_opt: def.docker_security_options.clone(),
+        open_stdin: def.interactive,
+        tty: def.pseudo_terminal,
+        network_disabled: def.disable_networking,
+        pid_mode: task.pid_mode.map(|m| match m {
+            berth_model::PidMode::Host => "host".to_string(),
+        }),
+        ipc_mode: task.ipc_mode.map(|m| match m {
+            berth_model::IpcMode::Host => "host".to_string(),
+            berth_model::IpcMode::None => "none".to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::{ContainerDefinition, Device, LinuxParameters, Tmpfs};
+
+    #[test]
+    fn linux_parameters_become_docker_units() {
+        let mut def = ContainerDefinition::new("c", "busybox");
+        assert_eq!(linux_spec(&def), LinuxSpec::default());
+        def.memory = Some(64);
+        def.linux_parameters = Some(LinuxParameters {
+            init_process_enabled: true,
+            capabilities_add: vec!["NET_ADMIN".into()],
+            capabilities_drop: vec!["CHOWN".into()],
+            devices: vec![Device {
+                host_path: "/dev/null".into(),
+                container_path: None,
+                permissions: "rw".into(),
+            }],
+            tmpfs: vec![Tmpfs {
+                container_path: "/scratch".into(),
+                size: 16,
+                mount_options: vec!["noexec".into(), "mode=1770".into()],
+            }],
+            shared_memory_size: Some(32),
+            max_swap: Some(32),
+            swappiness: Some(10),
+        });
+        let spec = linux_spec(&def);
+        assert!(spec.init);
+        assert_eq!(spec.cap_add, vec!["NET_ADMIN"]);
+        assert_eq!(spec.cap_drop, vec!["CHOWN"]);
+        assert_eq!(
+            spec.devices,
+            vec![DeviceSpec {
+                host_path: "/dev/null".into(),
+                container_path: "/dev/null".into(),
+                permissions: "rw".into(),
+            }]
+        );
+        assert_eq!(
+            spec.tmpfs.get("/scratch").map(String::as_str),
+            Some("noexec,mode=1770,size=16m")
+        );
+        assert_eq!(spec.shm_size_bytes, Some(32 << 20));
+        assert_eq!(spec.memory_swap_bytes, Some(96 << 20));
+        assert_eq!(spec.memory_swappiness, Some(10));
     }
 }

@@ -435,6 +435,8 @@ mod tests {
             network_mode: NetworkMode::Bridge,
             cpu: None,
             memory: None,
+            pid_mode: None,
+            ipc_mode: None,
         }
     }
 

@@ -103,6 +103,42 @@ async fn start_failure_of_essential_stops_everything() {
     assert_eq!(berth_engine::report::task_exit_code(&done), 125);
 }
 
+#[tokio::test]
+async fn an_oom_killed_container_gets_ecs_out_of_memory_reason() {
+    let rt = FakeRuntime::new();
+    rt.add_image("img");
+    rt.script(
+        "a",
+        Script {
+            exit_code: Some(137),
+            oom_killed: true,
+            ..Default::default()
+        },
+    );
+    rt.script(
+        "b",
+        Script {
+            exit_code: Some(137),
+            ..Default::default()
+        },
+    );
+    let s = state(vec![container("a"), non_essential(container("b"))]);
+    let (done, _) = run(&rt, s).await;
+    assert_eq!(done.known(), Status::Stopped);
+    assert_eq!(done.containers[0].exit_code, Some(137));
+    assert_eq!(
+        done.containers[0].reason.as_deref(),
+        Some("OutOfMemoryError: Container killed due to memory usage")
+    );
+    // A plain SIGKILL exit (137 without OOMKilled) has no reason.
+    assert_eq!(done.containers[1].reason, None);
+    // The task's reason is still ECS's: its essential container exited.
+    assert_eq!(
+        done.stopped_reason.as_deref(),
+        Some("Essential container in task exited")
+    );
+}
+
 /// A task stored as finished (the agent stopped while it waited for its cleanup) is resumed
 /// without touching Docker: no volume is provisioned again, nothing is created or started, and
 /// the state comes back as it was.

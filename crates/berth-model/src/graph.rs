@@ -584,6 +584,8 @@ mod tests {
             network_mode: NetworkMode::Bridge,
             cpu: None,
             memory: None,
+            pid_mode: None,
+            ipc_mode: None,
         };
         let g = DependencyGraph::new(&def);
         assert_eq!(g.dependencies(2), &[(0, Success)]);
@@ -618,6 +620,8 @@ mod tests {
             network_mode: NetworkMode::Bridge,
             cpu: None,
             memory: None,
+            pid_mode: None,
+            ipc_mode: None,
         }
     }
 

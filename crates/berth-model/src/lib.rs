@@ -5,11 +5,13 @@
 //! field. Nothing in this crate does I/O.
 
 pub mod graph;
+pub mod linux;
 mod parse;
 mod problem;
 pub mod types;
 
 pub use graph::{DependencyGraph, GraphFormat};
+pub use linux::{Device, LinuxParameters, Tmpfs};
 pub use parse::{parse, parse_bytes};
 pub use problem::{Invalid, Parsed, Problem};
 pub use types::*;

@@ -16,6 +16,9 @@
 //! - `task`: the document and task level; `container`: one container definition;
 //!   `relations`: the container fields that name other containers, volumes or host ports;
 //!   `volume`: one volume;
+//! - `linux`: a container's `linuxParameters`; `dns`: `dnsServers`, `dnsSearchDomains`,
+//!   `extraHosts`;
+//!   `settings`: `systemControls`, `dockerSecurityOptions`;
 //! - `cross`: the cross-field checks, run on what the walkers collected.
 
 use crate::problem::{Invalid, Parsed, Problem};
@@ -25,9 +28,12 @@ use json::Json;
 mod checker;
 mod container;
 mod cross;
+mod dns;
 mod json;
+mod linux;
 mod relations;
 mod rules;
+mod settings;
 mod task;
 mod volume;
 

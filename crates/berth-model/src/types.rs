@@ -24,6 +24,30 @@ pub struct TaskDefinition {
     pub cpu: Option<String>,
     /// Task-level memory, as ECS writes it (a string such as "512" (MiB) or "1 GB").
     pub memory: Option<String>,
+    /// `pidMode`; None = each container has its own PID namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_mode: Option<PidMode>,
+    /// `ipcMode`; None = each container has its own (private) IPC namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc_mode: Option<IpcMode>,
+}
+
+/// `pidMode` (ECS's `task` is not supported yet: validation refuses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PidMode {
+    /// Every container uses the host's PID namespace (Docker `PidMode: host`).
+    Host,
+}
+
+/// `ipcMode` (ECS's `task` is not supported yet: validation refuses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpcMode {
+    /// Every container uses the host's IPC namespace (Docker `IpcMode: host`).
+    Host,
+    /// Private IPC namespaces with no `/dev/shm` mounted (Docker `IpcMode: none`).
+    None,
 }
 
 impl TaskDefinition {
@@ -95,6 +119,42 @@ pub struct ContainerDefinition {
     pub hostname: Option<String>,
     pub ulimits: Vec<Ulimit>,
     pub log_configuration: Option<LogConfiguration>,
+    /// `linuxParameters`; None when absent (then left out when saved, so states saved before
+    /// berth read it keep their format).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linux_parameters: Option<crate::linux::LinuxParameters>,
+    /// `dnsServers`: IP addresses, in order (Docker `Dns`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_servers: Vec<String>,
+    /// `dnsSearchDomains`, in order (Docker `DnsSearch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_search_domains: Vec<String>,
+    /// `extraHosts` (Docker `ExtraHosts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_hosts: Vec<ExtraHost>,
+    /// `systemControls`: sysctl name → value (Docker `Sysctls`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub system_controls: BTreeMap<String, String>,
+    /// `dockerSecurityOptions`, as written (Docker `SecurityOpt`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub docker_security_options: Vec<String>,
+    /// `interactive`: Docker `OpenStdin` (stdin stays open).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+    /// `pseudoTerminal`: Docker `Tty`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pseudo_terminal: bool,
+    /// `disableNetworking`: Docker `NetworkDisabled` (only the loopback interface).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_networking: bool,
+}
+
+/// One `extraHosts` entry: a line added to the container's `/etc/hosts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtraHost {
+    pub hostname: String,
+    pub ip_address: String,
 }
 
 impl ContainerDefinition {
@@ -127,6 +187,15 @@ impl ContainerDefinition {
             hostname: None,
             ulimits: Vec::new(),
             log_configuration: None,
+            linux_parameters: None,
+            dns_servers: Vec::new(),
+            dns_search_domains: Vec::new(),
+            extra_hosts: Vec::new(),
+            system_controls: BTreeMap::new(),
+            docker_security_options: Vec::new(),
+            interactive: false,
+            pseudo_terminal: false,
+            disable_networking: false,
         }
     }
 

@@ -15,7 +15,8 @@
 //! missing objects are [`RuntimeError::NotFound`], a taken name and removing a volume in use are
 //! [`RuntimeError::Conflict`]; health status in events and in `inspect`; volumes created once,
 //! checked and removed (idempotently); images present or not, pulled when the registry has them,
-//! a permanent [`RuntimeError::PullFailed`] when it does not.
+//! a permanent [`RuntimeError::PullFailed`] when it does not; an OOM kill (137) is `oom_killed`
+//! in `inspect` and an ordinary 137 exit is not.
 //!
 //! Limits: listing containers by label is not part of the [`berth_engine::Runtime`] trait (only
 //! `DockerRuntime::list_managed` has it), so the contract checks label filtering through the event
@@ -50,6 +51,9 @@ pub enum Behaviour {
     Healthy,
     /// Runs until stopped, with a health check that fails.
     Unhealthy,
+    /// Allocates memory until the kernel's OOM killer ends it (exit code 137, `oom_killed`);
+    /// its spec has a 16 MiB memory limit and no swap.
+    OutOfMemory,
 }
 
 impl Behaviour {
@@ -61,6 +65,8 @@ impl Behaviour {
             }
             Behaviour::IgnoresSigterm => "trap '' TERM; while :; do sleep 0.1; done".to_owned(),
             Behaviour::Exits(code) => format!("exit {code}"),
+            // `tail` keeps the last line in memory and /dev/zero has no newline.
+            Behaviour::OutOfMemory => "exec tail /dev/zero".to_owned(),
         };
         vec!["sh".to_owned(), "-c".to_owned(), script]
     }
@@ -132,7 +138,7 @@ pub fn spec<S: Subject>(subject: &S, task: &str, def: &str, behaviour: Behaviour
         ports: Vec::new(),
         network_mode: "none".to_owned(),
         cpu_shares: None,
-        memory_bytes: None,
+        memory_bytes: (behaviour == Behaviour::OutOfMemory).then_some(OOM_LIMIT),
         memory_reservation_bytes: None,
         readonly_rootfs: false,
         privileged: false,
@@ -141,6 +147,21 @@ pub fn spec<S: Subject>(subject: &S, task: &str, def: &str, behaviour: Behaviour
         log_options: BTreeMap::new(),
         health: behaviour.health(),
         stop_timeout_secs: None,
+        linux: berth_engine::spec::LinuxSpec {
+            // No swap: the limit is reached at once.
+            memory_swap_bytes: (behaviour == Behaviour::OutOfMemory).then_some(OOM_LIMIT),
+            ..Default::default()
+        },
+        dns: Vec::new(),
+        dns_search: Vec::new(),
+        extra_hosts: Vec::new(),
+        sysctls: BTreeMap::new(),
+        security_opt: Vec::new(),
+        open_stdin: false,
+        tty: false,
+        network_disabled: false,
+        pid_mode: None,
+        ipc_mode: None,
     }
 }
 
@@ -299,6 +320,37 @@ pub async fn exit_codes<S: Subject>(subject: &S) {
         let info = until_exited(rt, &id).await;
         assert_eq!(info.exit_code, Some(code), "{def}: {info:?}");
         assert!(info.finished_at.is_some(), "{def}: {info:?}");
+        rt.remove(&id)
+            .await
+            .unwrap_or_else(|e| panic!("remove: {e}"));
+    }
+}
+
+/// The memory limit of an [`Behaviour::OutOfMemory`] container: 16 MiB.
+const OOM_LIMIT: i64 = 16 << 20;
+
+/// A container the kernel's OOM killer ends: `die` with 137, and `inspect` says `oom_killed`
+/// (what the engine turns into ECS's `OutOfMemoryError` reason); an ordinary exit does not.
+pub async fn oom_kill_is_reported<S: Subject>(subject: &S) {
+    let rt = subject.runtime();
+    let task = berth_engine::new_task_id();
+    let mut events = subscribe(rt, &task).await;
+    let id = create(rt, &spec(subject, &task, "hog", Behaviour::OutOfMemory)).await;
+    start(rt, &id).await;
+    expect_die(&mut events, &id, 137, "hog").await;
+    let info = until_exited(rt, &id).await;
+    assert!(info.oom_killed, "{info:?}");
+    assert_eq!(
+        info.exit_reason().as_deref(),
+        Some(berth_engine::runtime::OOM_REASON)
+    );
+    let plain = create(rt, &spec(subject, &task, "plain", Behaviour::Exits(137))).await;
+    start(rt, &plain).await;
+    expect_die(&mut events, &plain, 137, "plain").await;
+    let info = until_exited(rt, &plain).await;
+    assert!(!info.oom_killed, "{info:?}");
+    assert_eq!(info.exit_reason(), None);
+    for id in [id, plain] {
         rt.remove(&id)
             .await
             .unwrap_or_else(|e| panic!("remove: {e}"));
@@ -710,6 +762,7 @@ macro_rules! runtime_contract {
             health_status,
             volumes,
             images_and_pulls,
+            oom_kill_is_reported,
         );
     };
     (@each $subject:expr; $($scenario:ident,)*) => {

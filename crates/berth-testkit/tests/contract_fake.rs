@@ -50,6 +50,11 @@ impl Subject for Fake {
                 unhealthy: true,
                 ..Script::default()
             },
+            Behaviour::OutOfMemory => Script {
+                exit_code: Some(137),
+                oom_killed: true,
+                ..Script::default()
+            },
         };
         self.rt.script(container, script);
     }

@@ -43,6 +43,8 @@ pub fn task(containers: Vec<ContainerDefinition>) -> TaskDefinition {
         network_mode: NetworkMode::Bridge,
         cpu: None,
         memory: None,
+        pid_mode: None,
+        ipc_mode: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! One container definition: its own fields (name, image, command, environment, resources,
-//! labels, hostname, health check, ulimits, log configuration), each read and checked where it
-//! stands. The fields that name other containers, volumes or host ports (`dependsOn`,
-//! `volumesFrom`, `links`, `mountPoints`, `portMappings`) are read by `relations`.
+//! labels, hostname, health check, ulimits, log configuration; `linuxParameters` through
+//! `linux`), each read and checked where it stands. The fields that name other containers, volumes
+//! or host ports (`dependsOn`, `volumesFrom`, `links`, `mountPoints`, `portMappings`) are read by
+//! `relations`.
 //!
 //! Invariants: a container always comes out (unreadable fields keep the defaults of
 //! [`ContainerDefinition::new`], which are ECS's defaults), together with a [`ContainerInfo`] that
@@ -39,6 +40,10 @@ pub(super) struct ContainerInfo {
     pub(super) port_mappings_path: Option<String>,
     pub(super) ports: Vec<PortInfo>,
     pub(super) hostname_path: Option<String>,
+    /// Paths of `systemControls` namespaces in `net.*` (not allowed in host network mode).
+    pub(super) net_sysctl_paths: Vec<String>,
+    /// (path, name) of IPC `systemControls` namespaces (not allowed with `ipcMode: host`).
+    pub(super) ipc_sysctls: Vec<(String, String)>,
 }
 
 impl Checker {
@@ -61,6 +66,8 @@ impl Checker {
             port_mappings_path: None,
             ports: Vec::new(),
             hostname_path: None,
+            net_sysctl_paths: Vec::new(),
+            ipc_sysctls: Vec::new(),
         };
         let Some(object) = self.object(path, v) else {
             return (def, info);
@@ -68,6 +75,7 @@ impl Checker {
         let (mut name_seen, mut image_seen) = (false, false);
         let mut memory: Option<(u64, String)> = None;
         let mut reservation: Option<(u64, String)> = None;
+        let mut max_swap_path = None;
         for f in self.fields(path, object, &CONTAINER) {
             let (p, v) = (f.path.as_str(), f.value);
             match f.key {
@@ -154,6 +162,28 @@ impl Checker {
                 }
                 "ulimits" => def.ulimits = self.ulimits(p, v),
                 "logConfiguration" => def.log_configuration = self.log_configuration(p, v),
+                "dnsServers" => def.dns_servers = self.dns_servers(p, v),
+                "dnsSearchDomains" => def.dns_search_domains = self.dns_search_domains(p, v),
+                "extraHosts" => def.extra_hosts = self.extra_hosts(p, v),
+                "systemControls" => {
+                    let sysctls = self.system_controls(p, v);
+                    def.system_controls = sysctls.values;
+                    info.net_sysctl_paths = sysctls.net;
+                    info.ipc_sysctls = sysctls.ipc;
+                }
+                "dockerSecurityOptions" => {
+                    def.docker_security_options = self.security_options(p, v);
+                }
+                "interactive" => def.interactive = self.boolean(p, v).unwrap_or(false),
+                "pseudoTerminal" => def.pseudo_terminal = self.boolean(p, v).unwrap_or(false),
+                "disableNetworking" => {
+                    def.disable_networking = self.boolean(p, v).unwrap_or(false);
+                }
+                "linuxParameters" => {
+                    let (lp, linux) = self.linux_parameters(p, v);
+                    def.linux_parameters = lp;
+                    max_swap_path = linux.max_swap_path;
+                }
                 _ => {} // `fields` only returns keys listed in CONTAINER.known.
             }
         }
@@ -169,6 +199,14 @@ impl Checker {
             self.error(
                 soft_path.as_str(),
                 format!("must not exceed memory ({hard} MiB), found {soft}"),
+            );
+        }
+        if let Some(p) = max_swap_path
+            && !has_field(object, "memory")
+        {
+            self.error(
+                p,
+                "maxSwap needs a hard memory limit: set \"memory\" on this container (Docker's swap limit is memory + maxSwap)",
             );
         }
         (def, info)

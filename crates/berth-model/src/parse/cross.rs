@@ -325,6 +325,14 @@ impl Checker {
                     "hostname cannot be set in host network mode (the container uses the host's name)",
                 );
             }
+            if network == Some(NetworkMode::Host) {
+                for p in &info.net_sysctl_paths {
+                    self.error(
+                        p.as_str(),
+                        "net.* systemControls cannot be set in host network mode (the container shares the host's network namespace); use bridge",
+                    );
+                }
+            }
             if network == Some(NetworkMode::None) && !info.ports.is_empty() {
                 if let Some(p) = &info.port_mappings_path {
                     self.error(

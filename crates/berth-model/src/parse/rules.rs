@@ -29,6 +29,8 @@ pub(super) const TASK: Schema = Schema {
         "networkMode",
         "cpu",
         "memory",
+        "pidMode",
+        "ipcMode",
     ],
     ignored: &[
         "taskDefinitionArn",
@@ -43,8 +45,6 @@ pub(super) const TASK: Schema = Schema {
         "requiresAttributes",
         "placementConstraints",
         "runtimePlatform",
-        "pidMode",
-        "ipcMode",
         "ephemeralStorage",
         "tags",
         "enableFaultInjection",
@@ -80,21 +80,17 @@ pub(super) const CONTAINER: Schema = Schema {
         "hostname",
         "ulimits",
         "logConfiguration",
-    ],
-    ignored: &[
-        "disableNetworking",
+        "linuxParameters",
         "dnsServers",
         "dnsSearchDomains",
         "extraHosts",
+        "systemControls",
         "dockerSecurityOptions",
         "interactive",
         "pseudoTerminal",
-        "systemControls",
-        "linuxParameters",
-        "credentialSpecs",
-        "versionConsistency",
-        "restartPolicy",
+        "disableNetworking",
     ],
+    ignored: &["credentialSpecs", "versionConsistency", "restartPolicy"],
     unsupported: &[
         "secrets",
         "repositoryCredentials",
@@ -161,6 +157,56 @@ pub(super) const LOG_CONFIGURATION: Schema = Schema {
     quiet: &[],
 };
 
+pub(super) const LINUX_PARAMETERS: Schema = Schema {
+    known: &[
+        "initProcessEnabled",
+        "capabilities",
+        "devices",
+        "tmpfs",
+        "sharedMemorySize",
+        "maxSwap",
+        "swappiness",
+    ],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const CAPABILITIES: Schema = Schema {
+    known: &["add", "drop"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const DEVICE: Schema = Schema {
+    known: &["hostPath", "containerPath", "permissions"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const TMPFS: Schema = Schema {
+    known: &["containerPath", "size", "mountOptions"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const EXTRA_HOST: Schema = Schema {
+    known: &["hostname", "ipAddress"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
+pub(super) const SYSTEM_CONTROL: Schema = Schema {
+    known: &["namespace", "value"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+};
+
 pub(super) const VOLUME: Schema = Schema {
     known: &[
         "name",
@@ -220,6 +266,12 @@ pub(super) const SCHEMAS: &[&Schema] = &[
     &PORT_MAPPING,
     &ULIMIT,
     &LOG_CONFIGURATION,
+    &LINUX_PARAMETERS,
+    &CAPABILITIES,
+    &DEVICE,
+    &TMPFS,
+    &EXTRA_HOST,
+    &SYSTEM_CONTROL,
     &VOLUME,
     &HOST_VOLUME,
     &DOCKER_VOLUME,
@@ -244,6 +296,92 @@ pub(super) const ULIMIT_NAMES: &[&str] = &[
     "rttime",
     "sigpending",
     "stack",
+];
+
+/// Capability names ECS accepts in `linuxParameters.capabilities` (upper case, no `CAP_`).
+pub(super) const CAPABILITY_NAMES: &[&str] = &[
+    "ALL",
+    "AUDIT_CONTROL",
+    "AUDIT_WRITE",
+    "BLOCK_SUSPEND",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "KILL",
+    "LEASE",
+    "LINUX_IMMUTABLE",
+    "MAC_ADMIN",
+    "MAC_OVERRIDE",
+    "MKNOD",
+    "NET_ADMIN",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_RAW",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_CHROOT",
+    "SYS_MODULE",
+    "SYS_NICE",
+    "SYS_PACCT",
+    "SYS_PTRACE",
+    "SYS_RAWIO",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "SYSLOG",
+    "WAKE_ALARM",
+];
+
+/// tmpfs mount option names ECS accepts (`mode`, `uid`, `gid`, `nr_inodes`, `nr_blocks` and
+/// `mpol` take a value: `mode=1777`).
+pub(super) const TMPFS_OPTIONS: &[&str] = &[
+    "defaults",
+    "ro",
+    "rw",
+    "suid",
+    "nosuid",
+    "dev",
+    "nodev",
+    "exec",
+    "noexec",
+    "sync",
+    "async",
+    "dirsync",
+    "remount",
+    "mand",
+    "nomand",
+    "atime",
+    "noatime",
+    "diratime",
+    "nodiratime",
+    "bind",
+    "rbind",
+    "unbindable",
+    "runbindable",
+    "private",
+    "rprivate",
+    "shared",
+    "rshared",
+    "slave",
+    "rslave",
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "nostrictatime",
+    "mode",
+    "uid",
+    "gid",
+    "nr_inodes",
+    "nr_blocks",
+    "mpol",
 ];
 
 pub(super) const MISSING: &str = "missing required field";
@@ -338,3 +476,16 @@ pub(super) const HC_INTERVAL: Bounds = Bounds::new(5, 300, " seconds");
 pub(super) const HC_TIMEOUT: Bounds = Bounds::new(2, 60, " seconds");
 pub(super) const HC_RETRIES: Bounds = Bounds::new(1, 10, "");
 pub(super) const HC_START_PERIOD: Bounds = Bounds::new(0, 300, " seconds");
+pub(super) const TMPFS_SIZE: Bounds = Bounds {
+    absurd: Some("4 TiB"),
+    ..Bounds::new(1, 4_194_304, " MiB")
+};
+pub(super) const SHM_SIZE: Bounds = Bounds {
+    absurd: Some("4 TiB"),
+    ..Bounds::new(1, 4_194_304, " MiB")
+};
+pub(super) const MAX_SWAP: Bounds = Bounds {
+    absurd: Some("4 TiB"),
+    ..Bounds::new(0, 4_194_304, " MiB")
+};
+pub(super) const SWAPPINESS: Bounds = Bounds::new(0, 100, "");

@@ -14,7 +14,7 @@ use super::container::ContainerInfo;
 use super::json::{Json, describe, has_field, quote};
 use super::rules::{Bounds, MISSING, NAME_RULE, REVISION, TASK, WRAPPER, valid_name};
 use super::volume::VolumeInfo;
-use crate::types::{ContainerDefinition, NetworkMode, TaskDefinition, Volume};
+use crate::types::{ContainerDefinition, IpcMode, NetworkMode, PidMode, TaskDefinition, Volume};
 
 impl Checker {
     /// The whole document: a task definition, bare or in the `{"taskDefinition": ...}` wrapper.
@@ -116,6 +116,33 @@ impl Checker {
                         def.network_mode = mode;
                     }
                 }
+                "pidMode" => {
+                    def.pid_mode = self.string(p, f.value).and_then(|s| match s {
+                        "host" => Some(PidMode::Host),
+                        "task" => {
+                            self.error(p, "pidMode \"task\" (one PID namespace shared by the task's containers) is not supported by berth yet; use \"host\" or leave pidMode out");
+                            None
+                        }
+                        other => {
+                            self.error(p, format!("unknown pidMode {}; use host or task", quote(other)));
+                            None
+                        }
+                    });
+                }
+                "ipcMode" => {
+                    def.ipc_mode = self.string(p, f.value).and_then(|s| match s {
+                        "host" => Some(IpcMode::Host),
+                        "none" => Some(IpcMode::None),
+                        "task" => {
+                            self.error(p, "ipcMode \"task\" (one IPC namespace shared by the task's containers) is not supported by berth yet; use \"host\" or \"none\", or leave ipcMode out");
+                            None
+                        }
+                        other => {
+                            self.error(p, format!("unknown ipcMode {}; use host, task or none", quote(other)));
+                            None
+                        }
+                    });
+                }
                 "cpu" => def.cpu = self.task_amount(p, f.value, Amount::Cpu),
                 "memory" => def.memory = self.task_amount(p, f.value, Amount::Memory),
                 _ => {} // `fields` only returns keys listed in TASK.known.
@@ -130,6 +157,16 @@ impl Checker {
         }
         if let Some(list) = &containers {
             self.cross_checks(&containers_path, list, volumes.as_deref(), network);
+            if def.ipc_mode == Some(IpcMode::Host) {
+                for (_, info) in list {
+                    for (p, name) in &info.ipc_sysctls {
+                        self.error(
+                            p.as_str(),
+                            format!("{name} cannot be set with ipcMode host (the container shares the host's IPC namespace); leave ipcMode out or drop this sysctl"),
+                        );
+                    }
+                }
+            }
         }
         if let Some(list) = volumes {
             self.duplicate_volumes(&list);
@@ -229,5 +266,7 @@ fn empty_task() -> TaskDefinition {
         network_mode: NetworkMode::Bridge,
         cpu: None,
         memory: None,
+        pid_mode: None,
+        ipc_mode: None,
     }
 }

@@ -1388,7 +1388,7 @@ fn ecs_fields_berth_does_not_use() {
         r#""taskRoleArn": "arn:x", "executionRoleArn": "arn:y", "requiresCompatibilities": ["EC2"], "runtimePlatform": {"cpuArchitecture": "X86_64"}"#,
         &c(
             "web",
-            r#""disableNetworking": false, "linuxParameters": {"initProcessEnabled": true}"#,
+            r#""versionConsistency": "enabled", "credentialSpecs": ["x"]"#,
         ),
     );
     assert_eq!(
@@ -1398,8 +1398,8 @@ fn ecs_fields_berth_does_not_use() {
             "executionRoleArn: not used by berth, ignored",
             "requiresCompatibilities: not used by berth, ignored",
             "runtimePlatform: not used by berth, ignored",
-            "containerDefinitions[0].disableNetworking: not used by berth, ignored",
-            "containerDefinitions[0].linuxParameters: not used by berth, ignored",
+            "containerDefinitions[0].versionConsistency: not used by berth, ignored",
+            "containerDefinitions[0].credentialSpecs: not used by berth, ignored",
         ]
     );
 }
