@@ -223,16 +223,18 @@ impl Agent {
             return;
         }
         let id = state.id.clone();
-        let mut rec = match self.store.get_task(&id) {
-            Ok(Some(rec)) => rec,
-            _ => TaskRecord {
-                state: state.clone(),
-                cleanup: Default::default(),
-            },
-        };
+        let stored = self.store.get_task(&id).ok().flatten();
+        let mut rec = stored.clone().unwrap_or_else(|| TaskRecord {
+            state: state.clone(),
+            cleanup: Default::default(),
+        });
         rec.state = state.clone();
         let stopped_at = *rec.cleanup.stopped_at.get_or_insert_with(now_ms);
-        if let Err(e) = self.store.save_task(&rec) {
+        // Written only when it changed: a restarted agent resuming a thousand tasks that wait for
+        // their cleanup must not spend a thousand fsyncs rewriting what the store already holds.
+        if stored.as_ref() != Some(&rec)
+            && let Err(e) = self.store.save_task(&rec)
+        {
             tracing::error!(task = %id, error = %e, "cannot save the task state");
         }
         let wait_ms = i64::try_from(self.cleanup_wait.as_millis()).unwrap_or(i64::MAX);
