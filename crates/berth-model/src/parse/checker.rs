@@ -223,6 +223,10 @@ impl Checker {
                 if !is_empty_value(value) {
                     self.error(p, format!("{key} is not supported by berth"));
                 }
+            } else if let Some((_, instead)) = schema.aws_only.iter().find(|(k, _)| *k == key) {
+                if !is_empty_value(value) {
+                    self.warn(p, *instead);
+                }
             } else if schema.ignored.contains(&key) {
                 // An empty ECS field (console exports are full of them) has nothing to ignore.
                 if !is_empty_value(value) {

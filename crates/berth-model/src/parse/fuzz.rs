@@ -8,7 +8,7 @@ use super::rules::SCHEMAS;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-/// The field names berth reads, refuses or passes over quietly, from the validator's own tables,
+/// The field names berth reads, refuses, passes over quietly or accepts as AWS-only, from the validator's own tables,
 /// plus one it ignores with a warning: random objects then reach the validation code, not just
 /// "unknown field".
 fn keys() -> Vec<&'static str> {
@@ -20,6 +20,11 @@ fn keys() -> Vec<&'static str> {
             .chain(schema.unsupported)
             .chain(schema.quiet)
         {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        for &(key, _) in schema.aws_only {
             if !keys.contains(&key) {
                 keys.push(key);
             }

@@ -11,6 +11,9 @@ pub(super) struct Schema {
     pub(super) unsupported: &'static [&'static str],
     /// Fields ignored without a word.
     pub(super) quiet: &'static [&'static str],
+    /// ECS fields that only mean something on AWS: accepted, with a warning that says what berth
+    /// does instead (field, what berth does).
+    pub(super) aws_only: &'static [(&'static str, &'static str)],
 }
 
 pub(super) const WRAPPER: Schema = Schema {
@@ -18,6 +21,7 @@ pub(super) const WRAPPER: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &["tags"],
+    aws_only: &[],
 };
 
 pub(super) const TASK: Schema = Schema {
@@ -43,14 +47,27 @@ pub(super) const TASK: Schema = Schema {
         "registeredBy",
         "deregisteredAt",
         "requiresAttributes",
-        "placementConstraints",
         "runtimePlatform",
         "ephemeralStorage",
         "tags",
         "enableFaultInjection",
     ],
-    unsupported: &["proxyConfiguration", "inferenceAccelerators"],
+    unsupported: &[],
     quiet: &[],
+    aws_only: &[
+        (
+            "proxyConfiguration",
+            "App Mesh's proxy configuration is an AWS feature: berth starts the proxy container as an ordinary container of the task and redirects no traffic through it",
+        ),
+        (
+            "inferenceAccelerators",
+            "Elastic Inference accelerators exist only on AWS: berth runs the task without them",
+        ),
+        (
+            "placementConstraints",
+            "placement constraints choose among ECS's container instances: berth runs the task on this host",
+        ),
+    ],
 };
 
 pub(super) const CONTAINER: Schema = Schema {
@@ -99,6 +116,7 @@ pub(super) const CONTAINER: Schema = Schema {
         "firelensConfiguration",
     ],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const ENV_VAR: Schema = Schema {
@@ -106,6 +124,7 @@ pub(super) const ENV_VAR: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const DEPENDENCY: Schema = Schema {
@@ -113,6 +132,7 @@ pub(super) const DEPENDENCY: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const HEALTH_CHECK: Schema = Schema {
@@ -120,6 +140,7 @@ pub(super) const HEALTH_CHECK: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const MOUNT_POINT: Schema = Schema {
@@ -127,6 +148,7 @@ pub(super) const MOUNT_POINT: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const VOLUME_FROM: Schema = Schema {
@@ -134,6 +156,7 @@ pub(super) const VOLUME_FROM: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const PORT_MAPPING: Schema = Schema {
@@ -141,6 +164,7 @@ pub(super) const PORT_MAPPING: Schema = Schema {
     ignored: &["name", "appProtocol", "containerPortRange", "hostPortRange"],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const ULIMIT: Schema = Schema {
@@ -148,6 +172,7 @@ pub(super) const ULIMIT: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const LOG_CONFIGURATION: Schema = Schema {
@@ -155,6 +180,7 @@ pub(super) const LOG_CONFIGURATION: Schema = Schema {
     ignored: &[],
     unsupported: &["secretOptions"],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const LINUX_PARAMETERS: Schema = Schema {
@@ -170,6 +196,7 @@ pub(super) const LINUX_PARAMETERS: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const CAPABILITIES: Schema = Schema {
@@ -177,6 +204,7 @@ pub(super) const CAPABILITIES: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const DEVICE: Schema = Schema {
@@ -184,6 +212,7 @@ pub(super) const DEVICE: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const TMPFS: Schema = Schema {
@@ -191,6 +220,7 @@ pub(super) const TMPFS: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const EXTRA_HOST: Schema = Schema {
@@ -198,6 +228,7 @@ pub(super) const EXTRA_HOST: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const SYSTEM_CONTROL: Schema = Schema {
@@ -205,6 +236,7 @@ pub(super) const SYSTEM_CONTROL: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const VOLUME: Schema = Schema {
@@ -217,6 +249,7 @@ pub(super) const VOLUME: Schema = Schema {
     ignored: &["configuredAtLaunch"],
     unsupported: &["fsxWindowsFileServerVolumeConfiguration"],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const HOST_VOLUME: Schema = Schema {
@@ -224,6 +257,7 @@ pub(super) const HOST_VOLUME: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const DOCKER_VOLUME: Schema = Schema {
@@ -231,6 +265,7 @@ pub(super) const DOCKER_VOLUME: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const EFS_VOLUME: Schema = Schema {
@@ -243,6 +278,7 @@ pub(super) const EFS_VOLUME: Schema = Schema {
     ignored: &["transitEncryptionPort"],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 pub(super) const EFS_AUTHORIZATION: Schema = Schema {
@@ -250,6 +286,7 @@ pub(super) const EFS_AUTHORIZATION: Schema = Schema {
     ignored: &[],
     unsupported: &[],
     quiet: &[],
+    aws_only: &[],
 };
 
 /// Every object's schema, for the tests that need every field name berth knows.

@@ -1405,17 +1405,30 @@ fn ecs_fields_berth_does_not_use() {
 }
 
 #[test]
+fn aws_only_fields_are_accepted_with_what_berth_does_instead() {
+    let text = task_with(
+        r#""proxyConfiguration": {"containerName": "envoy"}, "inferenceAccelerators": [{"deviceName": "d", "deviceType": "eia2.medium"}], "placementConstraints": [{"type": "memberOf", "expression": "attribute:ecs.os-type == linux"}]"#,
+        &c("web", ""),
+    );
+    assert!(parse(&text).is_ok(), "valid");
+    assert_eq!(
+        warnings(&text),
+        vec![
+            "proxyConfiguration: App Mesh's proxy configuration is an AWS feature: berth starts the proxy container as an ordinary container of the task and redirects no traffic through it",
+            "inferenceAccelerators: Elastic Inference accelerators exist only on AWS: berth runs the task without them",
+            "placementConstraints: placement constraints choose among ECS's container instances: berth runs the task on this host",
+        ]
+    );
+}
+
+#[test]
 fn fields_berth_cannot_honour_are_errors() {
     assert_eq!(
-        problems(&task_with(
-            r#""proxyConfiguration": {"containerName": "envoy"}"#,
-            &c(
-                "web",
-                r#""secrets": [{"name": "A", "valueFrom": "arn:s"}], "repositoryCredentials": {"credentialsParameter": "arn:c"}"#
-            )
-        )),
+        problems(&task(&c(
+            "web",
+            r#""secrets": [{"name": "A", "valueFrom": "arn:s"}], "repositoryCredentials": {"credentialsParameter": "arn:c"}"#
+        ))),
         vec![
-            "proxyConfiguration: proxyConfiguration is not supported by berth",
             "containerDefinitions[0].secrets: secrets is not supported by berth",
             "containerDefinitions[0].repositoryCredentials: repositoryCredentials is not supported by berth",
         ]
