@@ -16,28 +16,6 @@ fn link(mut c: ContainerDefinition, to: &str, alias: &str) -> ContainerDefinitio
     c
 }
 
-fn pulled(s: &mut TaskState, i: usize) {
-    s.apply(&Event::Pulled {
-        container: i,
-        at: 1,
-    });
-}
-
-fn created(s: &mut TaskState, i: usize) {
-    s.apply(&Event::Created {
-        container: i,
-        docker_id: format!("id{i}"),
-        at: 2,
-    });
-}
-
-fn started(s: &mut TaskState, i: usize) {
-    s.apply(&Event::Started {
-        container: i,
-        at: 3,
-    });
-}
-
 fn exited(s: &mut TaskState, i: usize, at: i64) {
     s.apply(&Event::Exited {
         container: i,

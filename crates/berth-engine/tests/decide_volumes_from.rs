@@ -16,28 +16,6 @@ fn volumes_from(mut c: ContainerDefinition, source: &str) -> ContainerDefinition
     c
 }
 
-fn pulled(s: &mut TaskState, i: usize) {
-    s.apply(&Event::Pulled {
-        container: i,
-        at: 1,
-    });
-}
-
-fn created(s: &mut TaskState, i: usize) {
-    s.apply(&Event::Created {
-        container: i,
-        docker_id: format!("id{i}"),
-        at: 2,
-    });
-}
-
-fn started(s: &mut TaskState, i: usize) {
-    s.apply(&Event::Started {
-        container: i,
-        at: 3,
-    });
-}
-
 /// `data` (0) is the source; `app` (1) takes its volumes.
 fn data_and_app() -> TaskState {
     state(vec![

@@ -108,4 +108,6 @@ fn json_error(err: &serde_json::Error) -> String {
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]
+mod testing;
+#[cfg(test)]
 mod tests;

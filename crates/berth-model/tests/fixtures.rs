@@ -6,57 +6,31 @@
 
 use berth_model::parse_bytes;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/invalid");
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
-}
+mod common;
+
+use common::{check_expected, fixtures};
 
 #[test]
 fn every_invalid_fixture_reports_exactly_the_expected_problems() {
-    let bless = std::env::var_os("BERTH_BLESS").is_some();
-    let files = fixtures();
+    let files = fixtures("invalid");
     assert!(files.len() >= 20, "only {} fixtures found", files.len());
-    let mut failures = Vec::new();
-    for file in &files {
+    check_expected(&files, |file| {
         let bytes = fs::read(file).unwrap();
-        let actual = match parse_bytes(&bytes) {
-            Ok(parsed) => {
-                failures.push(format!(
-                    "{}: accepted, but it is an invalid fixture (warnings: {:?})",
-                    file.display(),
-                    parsed.warnings
-                ));
-                continue;
-            }
-            Err(invalid) => invalid
+        match parse_bytes(&bytes) {
+            Ok(parsed) => Err(format!(
+                "{}: accepted, but it is an invalid fixture (warnings: {:?})",
+                file.display(),
+                parsed.warnings
+            )),
+            Err(invalid) => Ok(invalid
                 .problems
                 .iter()
                 .map(|p| format!("{p}\n"))
-                .collect::<String>(),
-        };
-        let expected_file = file.with_extension("expected");
-        if bless {
-            fs::write(&expected_file, &actual).unwrap();
-            continue;
+                .collect::<String>()),
         }
-        let expected = fs::read_to_string(&expected_file)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", expected_file.display()));
-        if actual != expected {
-            failures.push(format!(
-                "{}:\n--- expected\n{expected}--- actual\n{actual}",
-                file.display()
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    });
 }
 
 #[test]

@@ -11,15 +11,12 @@ use berth_model::{Problem, parse_bytes};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+mod common;
+
+use common::check_expected;
+
 fn fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/shapes");
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
+    common::fixtures("shapes")
 }
 
 fn outcome(bytes: &[u8]) -> String {
@@ -38,27 +35,9 @@ fn outcome(bytes: &[u8]) -> String {
 
 #[test]
 fn every_shape_fixture_gives_the_expected_outcome() {
-    let bless = std::env::var_os("BERTH_BLESS").is_some();
     let files = fixtures();
     assert!(files.len() >= 10, "only {} fixtures found", files.len());
-    let mut failures = Vec::new();
-    for file in &files {
-        let actual = outcome(&fs::read(file).unwrap());
-        let expected_file = file.with_extension("expected");
-        if bless {
-            fs::write(&expected_file, &actual).unwrap();
-            continue;
-        }
-        let expected = fs::read_to_string(&expected_file)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", expected_file.display()));
-        if actual != expected {
-            failures.push(format!(
-                "{}:\n--- expected\n{expected}--- actual\n{actual}",
-                file.display()
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    check_expected(&files, |file| Ok(outcome(&fs::read(file).unwrap())));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Builders for hand-made task definitions and states in engine tests.
 #![allow(dead_code)]
 
+use berth_engine::decide::Event;
 use berth_engine::state::TaskState;
 use berth_model::{
     Condition, ContainerDefinition, Dependency, HealthCheck, NetworkMode, TaskDefinition,
@@ -54,4 +55,29 @@ pub fn state(containers: Vec<ContainerDefinition>) -> TaskState {
         task(containers),
         0,
     )
+}
+
+/// Docker answered the pull of container `i` (at 1 ms).
+pub fn pulled(s: &mut TaskState, i: usize) {
+    s.apply(&Event::Pulled {
+        container: i,
+        at: 1,
+    });
+}
+
+/// Docker created container `i` with id `id<i>` (at 2 ms).
+pub fn created(s: &mut TaskState, i: usize) {
+    s.apply(&Event::Created {
+        container: i,
+        docker_id: format!("id{i}"),
+        at: 2,
+    });
+}
+
+/// Container `i` started (at 3 ms).
+pub fn started(s: &mut TaskState, i: usize) {
+    s.apply(&Event::Started {
+        container: i,
+        at: 3,
+    });
 }

@@ -116,17 +116,10 @@ mod tests {
     use crate::parse;
     use crate::types::ExtraHost;
 
-    fn task(extra: &str) -> String {
-        format!(
-            r#"{{"family": "t", "containerDefinitions": [{{"name": "c", "image": "busybox", {extra}}}]}}"#
-        )
-    }
+    use crate::parse::testing::{one_container as task, problems_of};
 
     fn problems(extra: &str) -> Vec<String> {
-        match parse(&task(extra)) {
-            Ok(p) => panic!("expected problems, got {p:#?}"),
-            Err(e) => e.problems.iter().map(ToString::to_string).collect(),
-        }
+        problems_of(&task(extra))
     }
 
     #[test]

@@ -281,18 +281,10 @@ mod tests {
     use crate::linux::{Device, LinuxParameters, Tmpfs};
     use crate::parse;
 
-    /// A task whose one container has these extra fields.
-    fn task(extra: &str) -> String {
-        format!(
-            r#"{{"family": "t", "containerDefinitions": [{{"name": "c", "image": "busybox", {extra}}}]}}"#
-        )
-    }
+    use crate::parse::testing::{one_container as task, problems_of};
 
     fn problems(extra: &str) -> Vec<String> {
-        match parse(&task(extra)) {
-            Ok(p) => panic!("expected problems, got {p:#?}"),
-            Err(e) => e.problems.iter().map(ToString::to_string).collect(),
-        }
+        problems_of(&task(extra))
     }
 
     fn linux(extra: &str) -> (LinuxParameters, Vec<String>) {

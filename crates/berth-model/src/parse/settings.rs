@@ -132,12 +132,7 @@ mod tests {
         )
     }
 
-    fn problems(text: &str) -> Vec<String> {
-        match parse(text) {
-            Ok(p) => panic!("expected problems, got {p:#?}"),
-            Err(e) => e.problems.iter().map(ToString::to_string).collect(),
-        }
-    }
+    use crate::parse::testing::problems_of as problems;
 
     #[test]
     fn every_field_is_read() {
