@@ -409,7 +409,7 @@ impl TaskState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use berth_model::{Dependency, NetworkMode, VolumeFrom};
+    use berth_model::{Dependency, VolumeFrom};
 
     fn definition() -> TaskDefinition {
         let db = ContainerDefinition::new("db", "img");
@@ -428,15 +428,8 @@ mod tests {
             read_only: false,
         });
         TaskDefinition {
-            family: "f".into(),
             revision: 1,
-            container_definitions: vec![db, app, sidecar],
-            volumes: vec![],
-            network_mode: NetworkMode::Bridge,
-            cpu: None,
-            memory: None,
-            pid_mode: None,
-            ipc_mode: None,
+            ..TaskDefinition::new("f", vec![db, app, sidecar])
         }
     }
 

@@ -554,7 +554,7 @@ mod tests {
 
     #[test]
     fn new_resolves_depends_on_and_volumes_from_by_index() {
-        use crate::types::{Dependency, NetworkMode, VolumeFrom};
+        use crate::types::{Dependency, VolumeFrom};
         let mut a = ContainerDefinition::new("a", "img");
         let b = ContainerDefinition::new("b", "img");
         let mut c = ContainerDefinition::new("c", "img");
@@ -576,17 +576,7 @@ mod tests {
                 read_only: true,
             });
         }
-        let def = TaskDefinition {
-            family: "f".into(),
-            revision: 1,
-            container_definitions: vec![a, b, c],
-            volumes: vec![],
-            network_mode: NetworkMode::Bridge,
-            cpu: None,
-            memory: None,
-            pid_mode: None,
-            ipc_mode: None,
-        };
+        let def = TaskDefinition::new("f", vec![a, b, c]);
         let g = DependencyGraph::new(&def);
         assert_eq!(g.dependencies(2), &[(0, Success)]);
         assert_eq!(g.dependencies(0), &[]);
@@ -600,7 +590,7 @@ mod tests {
     }
 
     fn linked(links: &[(&str, &[(&str, &str)])]) -> TaskDefinition {
-        use crate::types::{Link, NetworkMode};
+        use crate::types::Link;
         let container_definitions = links
             .iter()
             .map(|(name, targets)| {
@@ -613,15 +603,8 @@ mod tests {
             })
             .collect();
         TaskDefinition {
-            family: "f".into(),
             revision: 1,
-            container_definitions,
-            volumes: vec![],
-            network_mode: NetworkMode::Bridge,
-            cpu: None,
-            memory: None,
-            pid_mode: None,
-            ipc_mode: None,
+            ..TaskDefinition::new("f", container_definitions)
         }
     }
 

@@ -51,6 +51,23 @@ pub enum IpcMode {
 }
 
 impl TaskDefinition {
+    /// A task of these containers with every other field as a definition that leaves it out has
+    /// it: revision 0 (not said), no volumes, `bridge` network mode, no task-level cpu or memory,
+    /// private PID and IPC namespaces.
+    pub fn new(family: impl Into<String>, container_definitions: Vec<ContainerDefinition>) -> Self {
+        TaskDefinition {
+            family: family.into(),
+            revision: 0,
+            container_definitions,
+            volumes: Vec::new(),
+            network_mode: NetworkMode::Bridge,
+            cpu: None,
+            memory: None,
+            pid_mode: None,
+            ipc_mode: None,
+        }
+    }
+
     /// The container with this name, if any.
     pub fn container(&self, name: &str) -> Option<&ContainerDefinition> {
         self.container_definitions.iter().find(|c| c.name == name)

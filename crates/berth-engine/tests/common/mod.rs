@@ -3,9 +3,7 @@
 
 use berth_engine::decide::Event;
 use berth_engine::state::TaskState;
-use berth_model::{
-    Condition, ContainerDefinition, Dependency, HealthCheck, NetworkMode, TaskDefinition,
-};
+use berth_model::{Condition, ContainerDefinition, Dependency, HealthCheck, TaskDefinition};
 
 pub fn container(name: &str) -> ContainerDefinition {
     ContainerDefinition::new(name, "img")
@@ -37,15 +35,8 @@ pub fn healthy(mut c: ContainerDefinition) -> ContainerDefinition {
 
 pub fn task(containers: Vec<ContainerDefinition>) -> TaskDefinition {
     TaskDefinition {
-        family: "fam".into(),
         revision: 1,
-        container_definitions: containers,
-        volumes: vec![],
-        network_mode: NetworkMode::Bridge,
-        cpu: None,
-        memory: None,
-        pid_mode: None,
-        ipc_mode: None,
+        ..TaskDefinition::new("fam", containers)
     }
 }
 

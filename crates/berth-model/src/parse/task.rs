@@ -258,15 +258,5 @@ fn is_decimal(s: &str) -> bool {
 }
 
 fn empty_task() -> TaskDefinition {
-    TaskDefinition {
-        family: String::new(),
-        revision: 0,
-        container_definitions: Vec::new(),
-        volumes: Vec::new(),
-        network_mode: NetworkMode::Bridge,
-        cpu: None,
-        memory: None,
-        pid_mode: None,
-        ipc_mode: None,
-    }
+    TaskDefinition::new("", Vec::new())
 }
