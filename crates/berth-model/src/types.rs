@@ -32,15 +32,17 @@ pub struct TaskDefinition {
     pub ipc_mode: Option<IpcMode>,
 }
 
-/// `pidMode` (ECS's `task` is not supported yet: validation refuses it).
+/// `pidMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PidMode {
     /// Every container uses the host's PID namespace (Docker `PidMode: host`).
     Host,
+    /// One PID namespace shared by the task's containers, owned by the task's pause container.
+    Task,
 }
 
-/// `ipcMode` (ECS's `task` is not supported yet: validation refuses it).
+/// `ipcMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IpcMode {
@@ -48,6 +50,8 @@ pub enum IpcMode {
     Host,
     /// Private IPC namespaces with no `/dev/shm` mounted (Docker `IpcMode: none`).
     None,
+    /// One IPC namespace shared by the task's containers, owned by the task's pause container.
+    Task,
 }
 
 impl TaskDefinition {
@@ -86,6 +90,9 @@ pub enum NetworkMode {
     Bridge,
     Host,
     None,
+    /// One network namespace per task, owned by the task's pause container on the Docker bridge;
+    /// every container joins it (ECS's awsvpc on EC2, without the elastic network interface).
+    Awsvpc,
 }
 
 impl NetworkMode {
@@ -94,6 +101,7 @@ impl NetworkMode {
             NetworkMode::Bridge => "bridge",
             NetworkMode::Host => "host",
             NetworkMode::None => "none",
+            NetworkMode::Awsvpc => "awsvpc",
         }
     }
 }
