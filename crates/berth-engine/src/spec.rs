@@ -357,7 +357,7 @@ pub struct MetadataEndpoint {
 /// `none` network mode (nothing is reachable).
 pub fn metadata_env(state: &TaskState, i: usize, endpoint: &MetadataEndpoint) -> Vec<String> {
     let base = match state.definition.network_mode {
-        NetworkMode::Bridge => &endpoint.bridge_base,
+        NetworkMode::Bridge | NetworkMode::Awsvpc => &endpoint.bridge_base,
         NetworkMode::Host => &endpoint.host_base,
         NetworkMode::None => return Vec::new(),
     };
@@ -473,7 +473,7 @@ pub fn container_spec(
             })
             .collect(),
         network_mode: match task.network_mode {
-            NetworkMode::Bridge => "bridge",
+            NetworkMode::Bridge | NetworkMode::Awsvpc => "bridge",
             NetworkMode::Host => "host",
             NetworkMode::None => "none",
         }
@@ -510,12 +510,14 @@ pub fn container_spec(
         open_stdin: def.interactive,
         tty: def.pseudo_terminal,
         network_disabled: def.disable_networking,
-        pid_mode: task.pid_mode.map(|m| match m {
-            berth_model::PidMode::Host => "host".to_string(),
+        pid_mode: task.pid_mode.and_then(|m| match m {
+            berth_model::PidMode::Host => Some("host".to_string()),
+            berth_model::PidMode::Task => None,
         }),
-        ipc_mode: task.ipc_mode.map(|m| match m {
-            berth_model::IpcMode::Host => "host".to_string(),
-            berth_model::IpcMode::None => "none".to_string(),
+        ipc_mode: task.ipc_mode.and_then(|m| match m {
+            berth_model::IpcMode::Host => Some("host".to_string()),
+            berth_model::IpcMode::None => Some("none".to_string()),
+            berth_model::IpcMode::Task => None,
         }),
     }
 }

@@ -212,6 +212,9 @@ impl Checker {
                             NetworkMode::None => {
                                 "remove links (in none mode a container has no network to reach another)"
                             }
+                            NetworkMode::Awsvpc => {
+                                "remove links (the containers of an awsvpc task share one network namespace and reach each other on localhost)"
+                            }
                             NetworkMode::Bridge => "",
                         }
                     ),
