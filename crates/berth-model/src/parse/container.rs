@@ -44,6 +44,10 @@ pub(super) struct ContainerInfo {
     pub(super) net_sysctl_paths: Vec<String>,
     /// (path, name) of IPC `systemControls` namespaces (not allowed with `ipcMode: host`).
     pub(super) ipc_sysctls: Vec<(String, String)>,
+    /// (path, field) of fields that need the container's own network namespace: `dnsServers`,
+    /// `dnsSearchDomains`, `extraHosts` (refused in awsvpc mode, where the task's pause container
+    /// owns the namespace and its files).
+    pub(super) own_network_fields: Vec<(String, &'static str)>,
 }
 
 impl Checker {
@@ -68,6 +72,7 @@ impl Checker {
             hostname_path: None,
             net_sysctl_paths: Vec::new(),
             ipc_sysctls: Vec::new(),
+            own_network_fields: Vec::new(),
         };
         let Some(object) = self.object(path, v) else {
             return (def, info);
@@ -162,9 +167,24 @@ impl Checker {
                 }
                 "ulimits" => def.ulimits = self.ulimits(p, v),
                 "logConfiguration" => def.log_configuration = self.log_configuration(p, v),
-                "dnsServers" => def.dns_servers = self.dns_servers(p, v),
-                "dnsSearchDomains" => def.dns_search_domains = self.dns_search_domains(p, v),
-                "extraHosts" => def.extra_hosts = self.extra_hosts(p, v),
+                "dnsServers" => {
+                    def.dns_servers = self.dns_servers(p, v);
+                    if !def.dns_servers.is_empty() {
+                        info.own_network_fields.push((p.to_owned(), "dnsServers"));
+                    }
+                }
+                "dnsSearchDomains" => {
+                    def.dns_search_domains = self.dns_search_domains(p, v);
+                    if !def.dns_search_domains.is_empty() {
+                        info.own_network_fields.push((p.to_owned(), "dnsSearchDomains"));
+                    }
+                }
+                "extraHosts" => {
+                    def.extra_hosts = self.extra_hosts(p, v);
+                    if !def.extra_hosts.is_empty() {
+                        info.own_network_fields.push((p.to_owned(), "extraHosts"));
+                    }
+                }
                 "systemControls" => {
                     let sysctls = self.system_controls(p, v);
                     def.system_controls = sysctls.values;

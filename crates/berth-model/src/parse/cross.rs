@@ -328,6 +328,20 @@ impl Checker {
                     "hostname cannot be set in host network mode (the container uses the host's name)",
                 );
             }
+            if network == Some(NetworkMode::Awsvpc) {
+                if let Some(p) = &info.hostname_path {
+                    self.error(
+                        p.as_str(),
+                        "hostname cannot be set in awsvpc network mode (every container of the task has the task's hostname); remove it",
+                    );
+                }
+                for (p, field) in &info.own_network_fields {
+                    self.error(
+                        p.as_str(),
+                        format!("{field} cannot be set in awsvpc network mode (the task's containers share one network namespace, whose DNS settings and /etc/hosts belong to the task); remove it, or use bridge"),
+                    );
+                }
+            }
             if network == Some(NetworkMode::Host) {
                 for p in &info.net_sysctl_paths {
                     self.error(
@@ -348,13 +362,13 @@ impl Checker {
             for port in &info.ports {
                 let host_path = key_path(&port.path, "hostPort");
                 let (effective, place) = match network {
-                    Some(NetworkMode::Host) => {
+                    Some(mode @ (NetworkMode::Host | NetworkMode::Awsvpc)) => {
                         if let (Some(h), Some(c)) = (port.host_port, port.container_port)
                             && h != c
                         {
                             self.error(
                                 host_path.as_str(),
-                                format!("in host network mode hostPort must be left out or equal containerPort ({c}), found {h}"),
+                                format!("in {} network mode hostPort must be left out or equal containerPort ({c}), found {h}", mode.as_str()),
                             );
                             continue;
                         }

@@ -211,13 +211,10 @@ mod tests {
         assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
         assert_eq!(parsed.definition.pid_mode, Some(crate::PidMode::Host));
         assert_eq!(parsed.definition.ipc_mode, Some(crate::IpcMode::None));
-        assert_eq!(
-            problems(&with_modes(r#""pidMode": "task", "ipcMode": "task""#)),
-            vec![
-                r#"pidMode: pidMode "task" (one PID namespace shared by the task's containers) is not supported by berth yet; use "host" or leave pidMode out"#,
-                r#"ipcMode: ipcMode "task" (one IPC namespace shared by the task's containers) is not supported by berth yet; use "host" or "none", or leave ipcMode out"#,
-            ]
-        );
+        let parsed = parse(&with_modes(r#""pidMode": "task", "ipcMode": "task""#))
+            .unwrap_or_else(|e| panic!("{:#?}", e.problems));
+        assert_eq!(parsed.definition.pid_mode, Some(crate::PidMode::Task));
+        assert_eq!(parsed.definition.ipc_mode, Some(crate::IpcMode::Task));
         assert_eq!(
             problems(&with_modes(r#""pidMode": "HOST", "ipcMode": "shareable""#)),
             vec![

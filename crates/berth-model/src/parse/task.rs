@@ -94,18 +94,12 @@ impl Checker {
                         "bridge" => Some(NetworkMode::Bridge),
                         "host" => Some(NetworkMode::Host),
                         "none" => Some(NetworkMode::None),
-                        "awsvpc" => {
-                            self.error(
-                                p,
-                                "awsvpc network mode is not supported by berth; use bridge, host or none",
-                            );
-                            None
-                        }
+                        "awsvpc" => Some(NetworkMode::Awsvpc),
                         other => {
                             self.error(
                                 p,
                                 format!(
-                                    "unknown network mode {}; use bridge, host or none",
+                                    "unknown network mode {}; use bridge, host, awsvpc or none",
                                     quote(other)
                                 ),
                             );
@@ -119,10 +113,7 @@ impl Checker {
                 "pidMode" => {
                     def.pid_mode = self.string(p, f.value).and_then(|s| match s {
                         "host" => Some(PidMode::Host),
-                        "task" => {
-                            self.error(p, "pidMode \"task\" (one PID namespace shared by the task's containers) is not supported by berth yet; use \"host\" or leave pidMode out");
-                            None
-                        }
+                        "task" => Some(PidMode::Task),
                         other => {
                             self.error(p, format!("unknown pidMode {}; use host or task", quote(other)));
                             None
@@ -133,10 +124,7 @@ impl Checker {
                     def.ipc_mode = self.string(p, f.value).and_then(|s| match s {
                         "host" => Some(IpcMode::Host),
                         "none" => Some(IpcMode::None),
-                        "task" => {
-                            self.error(p, "ipcMode \"task\" (one IPC namespace shared by the task's containers) is not supported by berth yet; use \"host\" or \"none\", or leave ipcMode out");
-                            None
-                        }
+                        "task" => Some(IpcMode::Task),
                         other => {
                             self.error(p, format!("unknown ipcMode {}; use host, task or none", quote(other)));
                             None

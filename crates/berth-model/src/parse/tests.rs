@@ -246,6 +246,7 @@ fn network_modes() {
         ("bridge", NetworkMode::Bridge),
         ("host", NetworkMode::Host),
         ("none", NetworkMode::None),
+        ("awsvpc", NetworkMode::Awsvpc),
     ] {
         let def = valid(&task_with(
             &format!(r#""networkMode": "{mode}""#),
@@ -255,12 +256,8 @@ fn network_modes() {
         assert_eq!(def.network_mode, expected);
     }
     assert_eq!(
-        one(&task_with(r#""networkMode": "awsvpc""#, &c("web", ""))),
-        "networkMode: awsvpc network mode is not supported by berth; use bridge, host or none"
-    );
-    assert_eq!(
         one(&task_with(r#""networkMode": "nat""#, &c("web", ""))),
-        r#"networkMode: unknown network mode "nat"; use bridge, host or none"#
+        r#"networkMode: unknown network mode "nat"; use bridge, host, awsvpc or none"#
     );
 }
 
@@ -1545,7 +1542,7 @@ fn health_check_command_without_keyword_shows_the_fix() {
 fn every_problem_at_once_in_document_order() {
     let text = r#"{
         "family": "bad family",
-        "networkMode": "awsvpc",
+        "networkMode": "vpc",
         "containerDefinitions": [
             {"name": "web", "image": "busybox", "essential": false,
              "dependsOn": [{"containerName": "db", "condition": "START"}, {"containerName": "side", "condition": "HEALTHY"}],
@@ -1560,7 +1557,7 @@ fn every_problem_at_once_in_document_order() {
         problems(text),
         vec![
             r#"family: "bad family" is not a valid family name; use 1 to 255 letters, digits, hyphens and underscores"#,
-            "networkMode: awsvpc network mode is not supported by berth; use bridge, host or none",
+            r#"networkMode: unknown network mode "vpc"; use bridge, host, awsvpc or none"#,
             r#"containerDefinitions[0].dependsOn[0].containerName: no container named "db" (known: web, side)"#,
             r#"containerDefinitions[0].dependsOn[1].condition: HEALTHY needs a healthCheck on container "side""#,
             r#"containerDefinitions[0].mountPoints[0].sourceVolume: no volume named "nope" (known: v)"#,
@@ -1729,4 +1726,39 @@ fn a_link_to_a_container_that_must_have_exited_is_an_error() {
         ))),
         r#"containerDefinitions[1].links[0]: container "init" will have exited when this one starts (it waits for it with SUCCESS), and Docker links only to a running container; remove the link or the dependency"#
     );
+}
+
+#[test]
+fn awsvpc_refuses_what_the_task_namespace_owns() {
+    let text = r#"{
+        "family": "f", "networkMode": "awsvpc",
+        "containerDefinitions": [
+            {"name": "web", "image": "busybox", "hostname": "web",
+             "dnsServers": ["10.0.0.2"], "dnsSearchDomains": ["corp"],
+             "extraHosts": [{"hostname": "db", "ipAddress": "10.0.0.9"}],
+             "portMappings": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 443}]},
+            {"name": "side", "image": "busybox", "links": ["web"],
+             "portMappings": [{"containerPort": 443, "hostPort": 443}]}
+        ]
+    }"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            "containerDefinitions[0].hostname: hostname cannot be set in awsvpc network mode (every container of the task has the task's hostname); remove it",
+            "containerDefinitions[0].dnsServers: dnsServers cannot be set in awsvpc network mode (the task's containers share one network namespace, whose DNS settings and /etc/hosts belong to the task); remove it, or use bridge",
+            "containerDefinitions[0].dnsSearchDomains: dnsSearchDomains cannot be set in awsvpc network mode (the task's containers share one network namespace, whose DNS settings and /etc/hosts belong to the task); remove it, or use bridge",
+            "containerDefinitions[0].extraHosts: extraHosts cannot be set in awsvpc network mode (the task's containers share one network namespace, whose DNS settings and /etc/hosts belong to the task); remove it, or use bridge",
+            "containerDefinitions[0].portMappings[0].hostPort: in awsvpc network mode hostPort must be left out or equal containerPort (80), found 8080",
+            "containerDefinitions[1].links: links need network mode bridge; this task uses awsvpc: remove links (the containers of an awsvpc task share one network namespace and reach each other on localhost)",
+            "containerDefinitions[1].portMappings[0].hostPort: host port 443/tcp is already used by containerDefinitions[0].portMappings[1]",
+        ]
+    );
+    let ok = r#"{"family": "f", "networkMode": "awsvpc", "pidMode": "task", "ipcMode": "task",
+        "containerDefinitions": [{"name": "web", "image": "busybox",
+            "portMappings": [{"containerPort": 80}, {"containerPort": 81, "hostPort": 81}],
+            "systemControls": [{"namespace": "net.ipv4.tcp_keepalive_time", "value": "60"}]}]}"#;
+    let def = valid(ok).definition;
+    assert_eq!(def.network_mode, NetworkMode::Awsvpc);
+    assert_eq!(def.pid_mode, Some(crate::PidMode::Task));
+    assert_eq!(def.ipc_mode, Some(crate::IpcMode::Task));
 }
