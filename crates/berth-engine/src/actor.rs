@@ -21,6 +21,7 @@
 //! are not interrupted by cancellation; it is seen as soon as they end.
 
 use crate::decide::{Action, Event, Options};
+use crate::pause;
 use crate::pull::{self as pulls, AfterFailure, PullBehavior, PullRecord};
 use crate::report::{self, PullPhase, Report, now_ms};
 use crate::runtime::{PullProgress, Runtime, RuntimeError, RuntimeEvent};
@@ -621,6 +622,25 @@ fn spawn_effect<R: Runtime>(
     let rt = rt.clone();
     let tx = effects.results.clone();
     match action {
+        Action::Pull(i) if state.is_pause(i) => {
+            effects.spawn(async move {
+                let ev = match pause::provision(&*rt).await {
+                    Ok(_) => Event::Pulled {
+                        container: i,
+                        at: now_ms(),
+                    },
+                    Err(e) => Event::PullFailed {
+                        container: i,
+                        at: now_ms(),
+                        message: format!(
+                            "CannotPullContainerError: cannot provision berth's pause image: {e}"
+                        ),
+                        stop_task: true,
+                    },
+                };
+                let _ = tx.send(ev);
+            });
+        }
         Action::Pull(i) => {
             let image = state.def(i).image.clone();
             let reports = reports.clone();

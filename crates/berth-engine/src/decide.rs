@@ -18,6 +18,8 @@
 //!   before the linking container is created (Docker resolves the link's name at create) and run
 //!   before it starts (Docker refuses to start a container linked to one that is not running). A
 //!   target that stopped before the linking container started can never be linked to.
+//! - The pause container (when the task shares namespaces) gates every other container like a
+//!   link, and stops last.
 //! - A dependency that can never be met stops the dependent without running it (exit code 143, a
 //!   reason naming the dependency).
 //! - An essential container that stops (or will never run) stops the task.
@@ -163,6 +165,9 @@ fn dependency(
 /// Which steps container `i`'s dependencies allow, or why it can never run.
 struct Gates {
     never: Option<String>,
+    /// The image may be obtained: everything but the pause container allows the create. The
+    /// pull does not wait for the pause container, so both proceed at once.
+    pull: bool,
     create: bool,
     start: bool,
 }
@@ -170,6 +175,7 @@ struct Gates {
 fn gates(state: &TaskState, i: usize, now: Millis, wake_at: &mut Option<Millis>) -> Gates {
     let mut g = Gates {
         never: None,
+        pull: true,
         create: true,
         start: true,
     };
@@ -235,11 +241,30 @@ fn gates(state: &TaskState, i: usize, now: Millis, wake_at: &mut Option<Millis>)
             }
         }
     }
+    // The pause container: its namespaces exist before this one is created (Docker resolves
+    // `container:<pause>` at create) and run when it starts.
+    g.pull = g.create;
+    if let Some(p) = wiring.namespace_owner {
+        let pc = &state.containers[p];
+        if pc.known == Status::Stopped {
+            g.never = Some(
+                "the task's pause container, which owns the namespaces this container joins, stopped before it started"
+                    .to_string(),
+            );
+            return g;
+        }
+        if pc.known < Status::Running {
+            g.start = false;
+            if pc.known < Status::Created || pc.docker_id.is_none() {
+                g.create = false;
+            }
+        }
+    }
     g
 }
 
-/// True when every container that depends on `i` (by `dependsOn`, `volumesFrom` or `links`) has
-/// stopped.
+/// True when every container that depends on `i` (by `dependsOn`, `volumesFrom` or `links`; every
+/// other container, for the pause container) has stopped.
 fn dependents_stopped(state: &TaskState, i: usize) -> bool {
     state
         .wiring(i)
@@ -318,7 +343,7 @@ pub fn decide(state: &TaskState, opts: Options, now: Millis) -> Decision {
             continue;
         }
         match c.known {
-            Status::None if g.create || opts.pull_upfront => out.actions.push(Action::Pull(i)),
+            Status::None if g.pull || opts.pull_upfront => out.actions.push(Action::Pull(i)),
             Status::Pulled if g.create => out.actions.push(Action::Create(i)),
             Status::Created if g.start => out.actions.push(Action::Start(i)),
             _ => {}

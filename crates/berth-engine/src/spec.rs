@@ -3,6 +3,7 @@
 //! Pure: names, labels, mounts, limits, health check units (ECS seconds → nanoseconds) are all decided
 //! here, so they are unit-tested without Docker. The runtime only translates field by field.
 
+use crate::pause::{self, Shares};
 use crate::state::TaskState;
 use berth_model::{EfsVolumeConfiguration, NetworkMode, VolumeKind, VolumeScope};
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ pub struct UlimitSpec {
 }
 
 /// Everything needed to create one container.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContainerSpec {
     pub name: String,
     pub image: String,
@@ -381,6 +382,47 @@ pub fn container_labels(state: &TaskState, i: usize) -> BTreeMap<String, String>
     labels
 }
 
+/// The hostname of every container of an awsvpc task: the first 12 characters of the task id
+/// (the pause container's hostname, which containers joining its network namespace take; Docker
+/// maps it to the task's address in the shared `/etc/hosts`).
+pub fn task_hostname(task_id: &str) -> String {
+    task_id.chars().take(12).collect()
+}
+
+/// The create spec of the task's pause container `p` ([`crate::pause`]): berth's pause image;
+/// in awsvpc mode on the Docker bridge, with the task's hostname and every container's port
+/// mappings published on host port = container port; otherwise with no network of its own
+/// (`none`: it owns only PID or IPC namespaces); `shareable` IPC with `ipcMode: task`.
+pub fn pause_spec(state: &TaskState, p: usize) -> ContainerSpec {
+    let shares = Shares::of(&state.definition);
+    let ports = if shares.network {
+        state
+            .definition
+            .container_definitions
+            .iter()
+            .flat_map(|d| &d.port_mappings)
+            .map(|m| PortSpec {
+                container_port: m.container_port,
+                protocol: m.protocol.as_str(),
+                host_port: Some(m.container_port),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    ContainerSpec {
+        name: state.containers[p].docker_name.clone(),
+        image: pause::pause_image_name(),
+        labels: container_labels(state, p),
+        hostname: shares.network.then(|| task_hostname(&state.id)),
+        ports,
+        network_mode: if shares.network { "bridge" } else { "none" }.to_string(),
+        ipc_mode: shares.ipc.then(|| "shareable".to_string()),
+        stop_timeout_secs: Some(pause::PAUSE_STOP_TIMEOUT_SECS),
+        ..ContainerSpec::default()
+    }
+}
+
 /// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`]; `metadata`, when
 /// the metadata endpoint is served, adds its environment variables.
 pub fn container_spec(
@@ -389,6 +431,15 @@ pub fn container_spec(
     volumes: &[(String, VolumePlan)],
     metadata: Option<&MetadataEndpoint>,
 ) -> ContainerSpec {
+    if state.is_pause(i) {
+        return pause_spec(state, i);
+    }
+    // The namespaces the pause container owns are joined as `container:<pause>`.
+    let shares = Shares::of(&state.definition);
+    let join = state
+        .pause_index()
+        .map(|p| format!("container:{}", state.containers[p].docker_name));
+    let joined = |owned: bool| join.clone().filter(|_| owned);
     let def = state.def(i);
     let task = &state.definition;
     let labels = container_labels(state, i);
@@ -463,21 +514,24 @@ pub fn container_spec(
         mounts,
         volumes_from,
         links,
+        // In awsvpc mode the pause container publishes the task's ports.
         ports: def
             .port_mappings
             .iter()
+            .filter(|_| !shares.network)
             .map(|p| PortSpec {
                 container_port: p.container_port,
                 protocol: p.protocol.as_str(),
                 host_port: p.host_port.filter(|h| *h != 0),
             })
             .collect(),
-        network_mode: match task.network_mode {
-            NetworkMode::Bridge | NetworkMode::Awsvpc => "bridge",
-            NetworkMode::Host => "host",
-            NetworkMode::None => "none",
-        }
-        .to_string(),
+        network_mode: match (task.network_mode, joined(shares.network)) {
+            (NetworkMode::Awsvpc, Some(pause)) => pause,
+            // Only a hand-built state has awsvpc without its pause container.
+            (NetworkMode::Bridge | NetworkMode::Awsvpc, _) => "bridge".to_string(),
+            (NetworkMode::Host, _) => "host".to_string(),
+            (NetworkMode::None, _) => "none".to_string(),
+        },
         // ECS: 0 or unset CPU units means no shares; Docker's minimum share is 2.
         cpu_shares: def.cpu.filter(|c| *c > 0).map(|c| i64::from(c.max(2))),
         memory_bytes: def.memory.map(mib),
@@ -512,12 +566,12 @@ pub fn container_spec(
         network_disabled: def.disable_networking,
         pid_mode: task.pid_mode.and_then(|m| match m {
             berth_model::PidMode::Host => Some("host".to_string()),
-            berth_model::PidMode::Task => None,
+            berth_model::PidMode::Task => joined(shares.pid),
         }),
         ipc_mode: task.ipc_mode.and_then(|m| match m {
             berth_model::IpcMode::Host => Some("host".to_string()),
             berth_model::IpcMode::None => Some("none".to_string()),
-            berth_model::IpcMode::Task => None,
+            berth_model::IpcMode::Task => joined(shares.ipc),
         }),
     }
 }

@@ -12,6 +12,7 @@
 //! assumes the definition's containers and their references do not change after the state is
 //! built (nothing in berth changes them).
 
+use crate::pause;
 use berth_model::{Condition, ContainerDefinition, DependencyGraph, TaskDefinition};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -185,8 +186,13 @@ pub struct Wiring {
     /// The containers it links to (`links`), in `links` order: each gates it like a `START`
     /// dependency (created before it is created, running before it starts).
     pub links: Vec<usize>,
+    /// The task's pause container, when it has one and this is another container: the owner of
+    /// the namespaces this container joins (`container:<pause>`). It gates like a link: created
+    /// before this one is created, running before it starts (see [`crate::pause`]).
+    pub namespace_owner: Option<usize>,
     /// Who must stop before it stops: every other container that waits for it, mounts its
-    /// volumes or links to it, ascending, each once.
+    /// volumes or links to it (for the pause container: every other container), ascending, each
+    /// once.
     pub dependents: Vec<usize>,
     /// Set when a reference names no container in the task (only a hand-built definition can have
     /// one; validation rejects it): why the container can never run. The first unknown `dependsOn`
@@ -198,7 +204,7 @@ pub struct Wiring {
 fn wire(definition: &TaskDefinition) -> Vec<Wiring> {
     let graph = DependencyGraph::new(definition);
     let known = |name: &str| graph.index_of(name).is_some();
-    definition
+    let mut wiring = definition
         .container_definitions
         .iter()
         .enumerate()
@@ -239,11 +245,30 @@ fn wire(definition: &TaskDefinition) -> Vec<Wiring> {
                 depends_on: graph.dependencies(i).to_vec(),
                 volumes_from: graph.volumes_from(i).to_vec(),
                 links: graph.links(i).iter().map(|(j, _)| *j).collect(),
+                namespace_owner: None,
                 dependents,
                 unresolved,
             }
         })
-        .collect()
+        .collect::<Vec<_>>();
+    // The pause container owns the namespaces every other container joins: it comes first and
+    // goes last.
+    if let Some(p) = pause_index_of(definition) {
+        let others: Vec<usize> = (0..wiring.len()).filter(|&j| j != p).collect();
+        for &j in &others {
+            wiring[j].namespace_owner = Some(p);
+        }
+        wiring[p].dependents = others;
+    }
+    wiring
+}
+
+/// The index of the pause container in a definition, if it has one.
+fn pause_index_of(definition: &TaskDefinition) -> Option<usize> {
+    definition
+        .container_definitions
+        .iter()
+        .position(|c| pause::is_pause(&c.name))
 }
 
 /// The wiring of a task's containers, built at most once from the definition. Not saved (an empty
@@ -295,8 +320,13 @@ pub fn new_task_id() -> String {
 
 /// The deterministic Docker name of a container:
 /// `berth-<family>-<revision>-<container>-<first 12 characters of the task id>`.
+/// The pause container's is `berth-<family>-<revision>-pause.<first 12 of the task id>`: the dot
+/// keeps it apart from every container name (ECS names have no dots).
 pub fn docker_name(def: &TaskDefinition, container: &ContainerDefinition, task_id: &str) -> String {
     let short: String = task_id.chars().take(12).collect();
+    if pause::is_pause(&container.name) {
+        return format!("berth-{}-{}-pause.{short}", def.family, def.revision);
+    }
     format!(
         "berth-{}-{}-{}-{}",
         def.family, def.revision, container.name, short
@@ -304,8 +334,14 @@ pub fn docker_name(def: &TaskDefinition, container: &ContainerDefinition, task_i
 }
 
 impl TaskState {
-    /// A new task in status NONE, every container's Docker name already decided.
-    pub fn new(id: String, definition: TaskDefinition, now: Millis) -> Self {
+    /// A new task in status NONE, every container's Docker name already decided. A task whose
+    /// containers share namespaces gets the pause container appended ([`crate::pause`]).
+    pub fn new(id: String, mut definition: TaskDefinition, now: Millis) -> Self {
+        if pause::needs_pause(&definition) && pause_index_of(&definition).is_none() {
+            definition
+                .container_definitions
+                .push(pause::pause_definition());
+        }
         let containers = definition
             .container_definitions
             .iter()
@@ -342,6 +378,20 @@ impl TaskState {
     /// Index of the container with this definition name.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.containers.iter().position(|c| c.name == name)
+    }
+
+    /// Index of the task's pause container, if it has one (always the last container).
+    pub fn pause_index(&self) -> Option<usize> {
+        self.containers
+            .iter()
+            .rposition(|c| pause::is_pause(&c.name))
+    }
+
+    /// True for the task's pause container (internal: hidden where ECS hides it).
+    pub fn is_pause(&self, i: usize) -> bool {
+        self.containers
+            .get(i)
+            .is_some_and(|c| pause::is_pause(&c.name))
     }
 
     /// Index of the container with this Docker id.

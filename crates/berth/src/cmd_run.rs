@@ -117,7 +117,10 @@ impl MetadataArgs {
         let listen = Listen {
             addr,
             advertise: self.metadata_advertise.clone(),
-            bridge: state.definition.network_mode == berth_model::NetworkMode::Bridge,
+            bridge: matches!(
+                state.definition.network_mode,
+                berth_model::NetworkMode::Bridge | berth_model::NetworkMode::Awsvpc
+            ),
         };
         let server = MetadataServer::start(rt, directory, config, listen)
             .await

@@ -130,8 +130,11 @@ impl TaskDirectory {
         if let Some(old) = index.tasks.remove(&state.id) {
             index.ids.retain(|_, (e, _)| !Arc::ptr_eq(e, &old));
         }
+        // The pause container is given no endpoint address, so its id is not served.
         for (i, c) in state.containers.iter().enumerate() {
-            index.ids.insert(c.metadata_id.clone(), (entry.clone(), i));
+            if !state.is_pause(i) {
+                index.ids.insert(c.metadata_id.clone(), (entry.clone(), i));
+            }
         }
         index.tasks.insert(state.id.clone(), entry);
         state.id

@@ -239,7 +239,41 @@ pub fn task_memory_mib(memory: &str) -> Option<i64> {
 
 /// Container `i` of the task as ECS shows it. `details` may be None (not created yet, or the
 /// runtime could not answer): the dynamic fields are then taken from the definition or left out.
+/// `pause` is the task's pause container's details: in awsvpc mode the task's address and
+/// published ports are the pause container's.
 pub fn container_response(
+    state: &TaskState,
+    i: usize,
+    details: Option<&ContainerDetails>,
+    pause: Option<&ContainerDetails>,
+) -> ContainerResponse {
+    let mode = state.definition.network_mode;
+    let mut r = own_container_response(state, i, details);
+    if mode == NetworkMode::Awsvpc {
+        let def = state.def(i);
+        let created = state.containers[i].docker_id.is_some();
+        r.ports = awsvpc_ports(def, pause);
+        r.networks = if created {
+            vec![Network {
+                network_mode: mode.as_str().to_string(),
+                ipv4_addresses: pause
+                    .map(|p| {
+                        p.networks
+                            .iter()
+                            .flat_map(|n| n.ipv4_addresses.iter().cloned())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            }]
+        } else {
+            Vec::new()
+        };
+    }
+    r
+}
+
+/// Container `i` as ECS shows it, from its own details only.
+fn own_container_response(
     state: &TaskState,
     i: usize,
     details: Option<&ContainerDetails>,
@@ -343,8 +377,35 @@ pub fn container_response(
     }
 }
 
+/// An awsvpc container's ports: its own port mappings, on host port = container port (the pause
+/// container publishes them), with the host address Docker bound when the pause container has
+/// started.
+fn awsvpc_ports(
+    def: &berth_model::ContainerDefinition,
+    pause: Option<&ContainerDetails>,
+) -> Vec<Port> {
+    def.port_mappings
+        .iter()
+        .map(|m| {
+            let protocol = m.protocol.as_str();
+            let bound = pause.and_then(|p| {
+                p.ports
+                    .iter()
+                    .find(|b| b.container_port == m.container_port && b.protocol == protocol)
+            });
+            Port {
+                container_port: m.container_port,
+                protocol: protocol.to_string(),
+                host_port: bound.and_then(|b| b.host_port).unwrap_or(m.container_port),
+                host_ip: bound.and_then(|b| b.host_ip.clone()).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
 /// The task as ECS shows it. `details[i]` belongs to container `i` (missing entries are None).
-/// Containers still NONE (not pulled) are left out, as ECS does.
+/// Containers still NONE (not pulled) are left out, as ECS does, and so is the task's pause
+/// container (ECS hides its own).
 pub fn task_response(
     state: &TaskState,
     details: &[Option<&ContainerDetails>],
@@ -353,6 +414,9 @@ pub fn task_response(
     let def = &state.definition;
     let cpu = def.cpu.as_deref().and_then(task_cpu_vcpus);
     let memory = def.memory.as_deref().and_then(task_memory_mib);
+    let pause = state
+        .pause_index()
+        .and_then(|p| details.get(p).copied().flatten());
     TaskResponse {
         cluster: info.cluster.clone(),
         task_arn: task_arn(&info.host, &info.cluster, &state.id),
@@ -373,8 +437,8 @@ pub fn task_response(
             .containers
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.known > Status::None)
-            .map(|(i, _)| container_response(state, i, details.get(i).copied().flatten()))
+            .filter(|(i, c)| c.known > Status::None && !state.is_pause(*i))
+            .map(|(i, _)| container_response(state, i, details.get(i).copied().flatten(), pause))
             .collect(),
     }
 }

@@ -19,6 +19,7 @@ use axum::routing::get;
 use berth_engine::runtime::{ContainerDetails, Runtime};
 use berth_engine::spec::MetadataEndpoint;
 use berth_engine::state::{Health, Status, TaskState};
+use berth_model::NetworkMode;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -220,7 +221,16 @@ async fn container<R: Runtime>(
     };
     let state = entry.snapshot();
     let d = details(&s, &state, i).await;
-    json_response(StatusCode::OK, &container_response(&state, i, d.as_deref()))
+    let pause = match state.pause_index() {
+        Some(p) if state.definition.network_mode == NetworkMode::Awsvpc => {
+            details(&s, &state, p).await
+        }
+        _ => None,
+    };
+    json_response(
+        StatusCode::OK,
+        &container_response(&state, i, d.as_deref(), pause.as_deref()),
+    )
 }
 
 async fn task<R: Runtime>(State(s): State<Arc<Shared<R>>>, Path(id): Path<String>) -> Response {
@@ -348,7 +358,7 @@ async fn task_stats<R: Runtime>(
     };
     let state = entry.snapshot();
     let created: Vec<usize> = (0..state.containers.len())
-        .filter(|&i| state.containers[i].docker_id.is_some())
+        .filter(|&i| state.containers[i].docker_id.is_some() && !state.is_pause(i))
         .collect();
     let all =
         futures_util::future::join_all(created.iter().map(|&i| stats_of(&s, &state, i))).await;

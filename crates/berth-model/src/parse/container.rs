@@ -176,7 +176,8 @@ impl Checker {
                 "dnsSearchDomains" => {
                     def.dns_search_domains = self.dns_search_domains(p, v);
                     if !def.dns_search_domains.is_empty() {
-                        info.own_network_fields.push((p.to_owned(), "dnsSearchDomains"));
+                        info.own_network_fields
+                            .push((p.to_owned(), "dnsSearchDomains"));
                     }
                 }
                 "extraHosts" => {

@@ -115,7 +115,10 @@ impl Checker {
                         "host" => Some(PidMode::Host),
                         "task" => Some(PidMode::Task),
                         other => {
-                            self.error(p, format!("unknown pidMode {}; use host or task", quote(other)));
+                            self.error(
+                                p,
+                                format!("unknown pidMode {}; use host or task", quote(other)),
+                            );
                             None
                         }
                     });
@@ -126,7 +129,10 @@ impl Checker {
                         "none" => Some(IpcMode::None),
                         "task" => Some(IpcMode::Task),
                         other => {
-                            self.error(p, format!("unknown ipcMode {}; use host, task or none", quote(other)));
+                            self.error(
+                                p,
+                                format!("unknown ipcMode {}; use host, task or none", quote(other)),
+                            );
                             None
                         }
                     });
