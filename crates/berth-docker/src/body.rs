@@ -6,8 +6,8 @@
 
 use berth_engine::spec::{ContainerSpec, MountKind, VolumeSpec};
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, HealthConfig, HostConfig, HostConfigLogConfig, Mount,
-    MountType, PortBinding, ResourcesUlimits, VolumeCreateRequest,
+    ContainerCreateBody, DeviceMapping, DeviceRequest, HealthConfig, HostConfig,
+    HostConfigLogConfig, Mount, MountType, PortBinding, ResourcesUlimits, VolumeCreateRequest,
 };
 use std::collections::HashMap;
 
@@ -92,6 +92,16 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
         pid_mode: spec.pid_mode.clone(),
         ipc_mode: spec.ipc_mode.clone(),
+        // What `docker run --gpus <n>` sends: any driver, the `gpu` capability.
+        device_requests: spec.gpu_count.map(|count| {
+            vec![DeviceRequest {
+                driver: Some(String::new()),
+                count: Some(count),
+                device_ids: None,
+                capabilities: Some(vec![vec!["gpu".to_string()]]),
+                options: Some(HashMap::new()),
+            }]
+        }),
         ..Default::default()
     };
     ContainerCreateBody {

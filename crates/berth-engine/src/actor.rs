@@ -21,6 +21,7 @@
 //! are not interrupted by cancellation; it is seen as soon as they end.
 
 use crate::decide::{Action, Event, Options};
+use crate::gpu;
 use crate::pause;
 use crate::pull::{self as pulls, AfterFailure, PullBehavior, PullRecord};
 use crate::report::{self, PullPhase, Report, now_ms};
@@ -679,6 +680,7 @@ fn spawn_effect<R: Runtime>(
                 config.data_dir.display().to_string(),
             );
             let name = state.containers[i].name.clone();
+            let gpu = state.def(i).gpu;
             effects.spawn(async move {
                 crate::failpoint::hit("before-create", &name);
                 let created = rt.create(&spec).await;
@@ -692,7 +694,11 @@ fn spawn_effect<R: Runtime>(
                     Err(e) => Event::CreateFailed {
                         container: i,
                         at: now_ms(),
-                        message: format!("CannotCreateContainerError: {e}"),
+                        message: gpu::failure_reason(
+                            "CannotCreateContainerError",
+                            gpu,
+                            &e.to_string(),
+                        ),
                     },
                 };
                 let _ = tx.send(ev);
@@ -707,6 +713,7 @@ fn spawn_effect<R: Runtime>(
                 }
             };
             let name = state.containers[i].name.clone();
+            let gpu = state.def(i).gpu;
             effects.spawn(async move {
                 let started = rt.start(&id).await;
                 crate::failpoint::hit("after-start", &name);
@@ -718,7 +725,11 @@ fn spawn_effect<R: Runtime>(
                     Err(e) => Event::StartFailed {
                         container: i,
                         at: now_ms(),
-                        message: format!("CannotStartContainerError: {e}"),
+                        message: gpu::failure_reason(
+                            "CannotStartContainerError",
+                            gpu,
+                            &e.to_string(),
+                        ),
                     },
                 };
                 let _ = tx.send(ev);

@@ -12,6 +12,7 @@ pub mod decide;
 pub mod failpoint;
 #[cfg(any(feature = "fake", doc))]
 pub mod fake;
+pub mod gpu;
 pub mod pause;
 pub mod pull;
 pub mod report;

@@ -102,6 +102,9 @@ pub struct ContainerSpec {
     pub pid_mode: Option<String>,
     /// Docker `IpcMode` (`host`, `none`), from the task's `ipcMode`.
     pub ipc_mode: Option<String>,
+    /// GPUs to ask Docker for (`resourceRequirements` GPU): a device request of this count with
+    /// the `gpu` capability; -1 = every GPU; None = no device request.
+    pub gpu_count: Option<i64>,
 }
 
 /// The Docker settings that come from `linuxParameters`, in Docker's units.
@@ -573,6 +576,7 @@ pub fn container_spec(
             berth_model::IpcMode::None => Some("none".to_string()),
             berth_model::IpcMode::Task => joined(shares.ipc),
         }),
+        gpu_count: def.gpu.map(crate::gpu::docker_count),
     }
 }
 

@@ -4,8 +4,9 @@
 mod common;
 
 use berth_engine::fake::{FakeRuntime, Script};
+use berth_engine::spec::container_spec;
 use berth_engine::{Command, RunConfig, Status, TaskState, cleanup_docker, run_task};
-use berth_model::Condition;
+use berth_model::{Condition, GpuRequest};
 use common::*;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
@@ -101,6 +102,35 @@ async fn start_failure_of_essential_stops_everything() {
         Some("CannotStartContainerError: exec: not found")
     );
     assert_eq!(berth_engine::report::task_exit_code(&done), 125);
+}
+
+#[tokio::test]
+async fn a_gpu_container_on_an_engine_without_gpu_runtime_names_its_requirement() {
+    let docker = r#"could not select device driver "" with capabilities: [[gpu]]"#;
+    let rt = FakeRuntime::new();
+    rt.add_image("img");
+    rt.script(
+        "a",
+        Script {
+            start_error: Some(docker.into()),
+            ..Default::default()
+        },
+    );
+    let mut a = container("a");
+    a.gpu = Some(GpuRequest::Count(2));
+    let s = state(vec![a, non_essential(container("b"))]);
+    assert_eq!(container_spec(&s, 0, &[], None).gpu_count, Some(2));
+    assert_eq!(container_spec(&s, 1, &[], None).gpu_count, None);
+    let (done, _) = run(&rt, s).await;
+    assert_eq!(done.known(), Status::Stopped);
+    let expected = format!(
+        "CannotStartContainerError: resourceRequirements GPU 2: this Docker Engine has no GPU runtime (Docker: {docker})"
+    );
+    assert_eq!(
+        done.containers[0].reason.as_deref(),
+        Some(expected.as_str())
+    );
+    assert_eq!(done.stopped_reason.as_deref(), Some(expected.as_str()));
 }
 
 #[tokio::test]

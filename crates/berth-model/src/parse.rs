@@ -32,6 +32,7 @@ mod dns;
 mod json;
 mod linux;
 mod relations;
+mod resources;
 mod rules;
 mod settings;
 mod task;

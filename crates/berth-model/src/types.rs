@@ -172,6 +172,30 @@ pub struct ContainerDefinition {
     /// `disableNetworking`: Docker `NetworkDisabled` (only the loopback interface).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disable_networking: bool,
+    /// `resourceRequirements` of type `GPU`: how many GPUs the container asks Docker for; None
+    /// when it asks for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuRequest>,
+}
+
+/// A `resourceRequirements` entry of type `GPU`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum GpuRequest {
+    /// A number of GPUs, at least 1 (`"value": "2"`).
+    Count(u32),
+    /// Every GPU of the host (`"value": "ALL"`).
+    All,
+}
+
+impl GpuRequest {
+    /// The value as ECS writes it: `"2"`, `"ALL"`.
+    pub fn ecs_value(self) -> String {
+        match self {
+            GpuRequest::Count(n) => n.to_string(),
+            GpuRequest::All => "ALL".to_owned(),
+        }
+    }
 }
 
 /// One `extraHosts` entry: a line added to the container's `/etc/hosts`.
@@ -221,6 +245,7 @@ impl ContainerDefinition {
             interactive: false,
             pseudo_terminal: false,
             disable_networking: false,
+            gpu: None,
         }
     }
 

@@ -162,6 +162,7 @@ pub fn spec<S: Subject>(subject: &S, task: &str, def: &str, behaviour: Behaviour
         network_disabled: false,
         pid_mode: None,
         ipc_mode: None,
+        gpu_count: None,
     }
 }
 

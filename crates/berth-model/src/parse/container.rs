@@ -200,6 +200,7 @@ impl Checker {
                 "disableNetworking" => {
                     def.disable_networking = self.boolean(p, v).unwrap_or(false);
                 }
+                "resourceRequirements" => def.gpu = self.resource_requirements(p, v),
                 "linuxParameters" => {
                     let (lp, linux) = self.linux_parameters(p, v);
                     def.linux_parameters = lp;

@@ -106,13 +106,13 @@ pub(super) const CONTAINER: Schema = Schema {
         "interactive",
         "pseudoTerminal",
         "disableNetworking",
+        "resourceRequirements",
     ],
     ignored: &["credentialSpecs", "versionConsistency", "restartPolicy"],
     unsupported: &[
         "secrets",
         "repositoryCredentials",
         "environmentFiles",
-        "resourceRequirements",
         "firelensConfiguration",
     ],
     quiet: &[],
@@ -239,6 +239,17 @@ pub(super) const SYSTEM_CONTROL: Schema = Schema {
     aws_only: &[],
 };
 
+pub(super) const RESOURCE_REQUIREMENT: Schema = Schema {
+    known: &["type", "value"],
+    ignored: &[],
+    unsupported: &["sharingStrategy"],
+    quiet: &[],
+    aws_only: &[],
+};
+
+/// The `resourceRequirements` types ECS knows.
+pub(super) const RESOURCE_TYPES: &[&str] = &["GPU", "InferenceAccelerator", "NeuronDevice"];
+
 pub(super) const VOLUME: Schema = Schema {
     known: &[
         "name",
@@ -309,6 +320,7 @@ pub(super) const SCHEMAS: &[&Schema] = &[
     &TMPFS,
     &EXTRA_HOST,
     &SYSTEM_CONTROL,
+    &RESOURCE_REQUIREMENT,
     &VOLUME,
     &HOST_VOLUME,
     &DOCKER_VOLUME,

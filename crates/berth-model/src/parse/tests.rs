@@ -5,9 +5,9 @@ use super::checker::{key_path, parent_path};
 use super::rules::{CONTAINER, edit_distance, unknown_field_message};
 use super::*;
 use crate::types::{
-    Condition, Dependency, DockerVolumeConfiguration, EfsVolumeConfiguration, EnvVar, HealthCheck,
-    LogDriver, MountPoint, NetworkMode, PortMapping, Protocol, Ulimit, Volume, VolumeFrom,
-    VolumeKind, VolumeScope,
+    Condition, Dependency, DockerVolumeConfiguration, EfsVolumeConfiguration, EnvVar, GpuRequest,
+    HealthCheck, LogDriver, MountPoint, NetworkMode, PortMapping, Protocol, Ulimit, Volume,
+    VolumeFrom, VolumeKind, VolumeScope,
 };
 use std::collections::BTreeMap;
 
@@ -1353,6 +1353,137 @@ fn log_configuration_rules() {
             .is_ok()
         );
     }
+}
+
+// --- resourceRequirements -----------------------------------------------------------------------
+
+fn gpu_of(extra: &str) -> Option<GpuRequest> {
+    valid(&task(&c("g", extra)))
+        .definition
+        .container_definitions[0]
+        .gpu
+}
+
+#[test]
+fn gpu_requirement_is_a_count_or_all() {
+    assert_eq!(gpu_of(""), None);
+    assert_eq!(gpu_of(r#""resourceRequirements": []"#), None);
+    assert_eq!(gpu_of(r#""resourceRequirements": null"#), None);
+    assert_eq!(
+        gpu_of(r#""resourceRequirements": [{"type": "GPU", "value": "1"}]"#),
+        Some(GpuRequest::Count(1))
+    );
+    assert_eq!(
+        gpu_of(r#""resourceRequirements": [{"value": "8", "type": "GPU"}]"#),
+        Some(GpuRequest::Count(8))
+    );
+    assert_eq!(
+        gpu_of(r#""resourceRequirements": [{"type": "GPU", "value": "ALL"}]"#),
+        Some(GpuRequest::All)
+    );
+    let text = task(&c(
+        "g",
+        r#""resourceRequirements": [{"type": "GPU", "value": "2"}]"#,
+    ));
+    assert!(warnings(&text).is_empty());
+}
+
+#[test]
+fn gpu_values_that_are_not_a_whole_number_of_gpus() {
+    let p = "containerDefinitions[0].resourceRequirements[0].value";
+    let rule = r#"a whole number of GPUs ("1", "2", ...) or "ALL""#;
+    for (value, message) in [
+        (r#""0""#, r#"must be at least 1 GPU, found "0"; remove the entry to run without GPUs"#.to_owned()),
+        (r#""-1""#, format!(r#"must be {rule}, found "-1""#)),
+        (r#""1.5""#, format!(r#"must be {rule}, found "1.5""#)),
+        (r#""+1""#, format!(r#"must be {rule}, found "+1""#)),
+        (r#"" 1""#, format!(r#"must be {rule}, found " 1""#)),
+        (r#""""#, format!(r#"must be {rule}, found """#)),
+        (r#""two""#, format!(r#"must be {rule}, found "two""#)),
+        (r#""all""#, format!(r#"must be {rule}, found "all"; ECS spells it "ALL""#)),
+        (
+            r#""4294967296""#,
+            r#"must be at most 4294967295 GPUs, found "4294967296""#.to_owned(),
+        ),
+        (
+            "1",
+            r#"expected a string, found a number (1); ECS takes the number of GPUs as a string: "1""#.to_owned(),
+        ),
+        (
+            "true",
+            format!("expected a string holding {rule}, found a boolean (true)"),
+        ),
+    ] {
+        let extra = format!(r#""resourceRequirements": [{{"type": "GPU", "value": {value}}}]"#);
+        assert_eq!(one(&task(&c("g", &extra))), format!("{p}: {message}"), "value {value}");
+    }
+}
+
+#[test]
+fn a_second_gpu_requirement_names_the_first() {
+    assert_eq!(
+        one(&task(&c(
+            "g",
+            r#""resourceRequirements": [{"type": "GPU", "value": "1"}, {"type": "InferenceAccelerator", "value": "d1"}, {"type": "GPU", "value": "2"}]"#
+        ))),
+        "containerDefinitions[0].resourceRequirements[2]: a second GPU requirement (the first is containerDefinitions[0].resourceRequirements[0]); keep one entry with the total number of GPUs"
+    );
+}
+
+#[test]
+fn resource_requirement_types_and_missing_fields() {
+    let base = "containerDefinitions[0].resourceRequirements";
+    assert_eq!(
+        problems(&task(&c(
+            "g",
+            r#""resourceRequirements": [{"type": "gpu", "value": "1"}, {"type": "TPU", "value": "1"}, {"value": "1"}, {"type": "GPU"}, {"type": "NeuronDevice", "value": "2"}, "GPU", {"type": "GPU", "value": "1", "sharingStrategy": {"mps": {}}}]"#
+        ))),
+        vec![
+            format!(r#"{base}[0].type: unknown resource type "gpu"; ECS spells it "GPU""#),
+            format!(
+                r#"{base}[1].type: unknown resource type "TPU"; use GPU, InferenceAccelerator, NeuronDevice"#
+            ),
+            format!(
+                "{base}[2].type: missing required field; use GPU, InferenceAccelerator, NeuronDevice"
+            ),
+            format!(
+                r#"{base}[3].value: missing required field; use a whole number of GPUs ("1", "2", ...) or "ALL""#
+            ),
+            format!(r#"{base}[4].value: must be "ALL" for NeuronDevice, found "2""#),
+            format!("{base}[5]: expected an object, found a string (\"GPU\")"),
+            format!("{base}[6].sharingStrategy: sharingStrategy is not supported by berth"),
+        ]
+    );
+    assert_eq!(
+        one(&task(&c(
+            "g",
+            r#""resourceRequirements": {"type": "GPU", "value": "1"}"#
+        ))),
+        "containerDefinitions[0].resourceRequirements: expected an array, found an object"
+    );
+}
+
+#[test]
+fn aws_only_resource_requirements_are_accepted_with_a_warning() {
+    let text = task(&c(
+        "g",
+        r#""resourceRequirements": [{"type": "InferenceAccelerator", "value": "device_1"}, {"type": "NeuronDevice", "value": "ALL"}]"#,
+    ));
+    assert_eq!(
+        warnings(&text),
+        vec![
+            "containerDefinitions[0].resourceRequirements[0]: Elastic Inference accelerators exist only on AWS: berth runs the container without this one",
+            "containerDefinitions[0].resourceRequirements[1]: Neuron devices are assigned only by ECS Managed Instances: berth runs the container without them (linuxParameters.devices can pass a /dev/neuron* device)",
+        ]
+    );
+    assert_eq!(valid(&text).definition.container_definitions[0].gpu, None);
+    assert_eq!(
+        one(&task(&c(
+            "g",
+            r#""resourceRequirements": [{"type": "InferenceAccelerator", "value": ""}]"#
+        ))),
+        "containerDefinitions[0].resourceRequirements[0].value: must not be empty"
+    );
 }
 
 // --- unknown, ignored and unsupported fields ----------------------------------------------------
