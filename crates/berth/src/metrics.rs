@@ -331,6 +331,15 @@ impl<R: Runtime> Runtime for Timed<R> {
     async fn pull(&self, image: &str, progress: Option<ProgressSink>) -> Result<(), RuntimeError> {
         self.time("pull", self.inner.pull(image, progress)).await
     }
+    async fn import_image(
+        &self,
+        image: &str,
+        rootfs: Vec<u8>,
+        changes: Vec<String>,
+    ) -> Result<(), RuntimeError> {
+        self.time("import", self.inner.import_image(image, rootfs, changes))
+            .await
+    }
     async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
         self.time("create", self.inner.create(spec)).await
     }
