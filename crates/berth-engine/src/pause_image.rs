@@ -233,12 +233,13 @@ pub fn rootfs_tar() -> Result<Vec<u8>, PauseImageError> {
     Ok(builder.into_inner()?)
 }
 
-/// The Dockerfile instructions applied by the import: the program is the default command,
-/// SIGTERM the stop signal, and the label `berth.pause=1` marks the image as berth's.
+/// The Dockerfile instructions applied by the import: the program is the default command, and
+/// the label `berth.pause=1` marks the image as berth's. No `STOPSIGNAL`: Docker 20.10 (API
+/// 1.41) refuses it in an import ("stopsignal is not a valid change command"), and SIGTERM is
+/// the default stop signal anyway.
 pub fn import_changes() -> Vec<String> {
     vec![
         format!("CMD [\"{PROGRAM_PATH}\"]"),
-        "STOPSIGNAL SIGTERM".to_string(),
         "LABEL berth.pause=1".to_string(),
     ]
 }
