@@ -460,6 +460,24 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
+    #[tokio::test]
+    async fn an_import_is_timed_as_import() {
+        let m = Metrics::new(Arc::default());
+        let fake = berth_engine::fake::FakeRuntime::new();
+        let timed = Timed::new(fake.clone(), &m);
+        let image = berth_engine::pause_image::ensure_pause_image(&timed)
+            .await
+            .expect("imported");
+        assert_eq!(fake.imports(), 1, "the call reached the wrapped runtime");
+        assert!(fake.image_present(&image).await.expect("present?"));
+        let text = m.render(&[]).expect("encodes");
+        for op in ["image_present", "import"] {
+            let line =
+                format!("berth_docker_request_duration_seconds_count{{operation=\"{op}\"}} 1");
+            assert!(text.contains(&line), "no {line} in:\n{text}");
+        }
+    }
+
     #[test]
     fn a_task_resumed_while_running_is_not_timed_again() {
         let m = Arc::new(Metrics::new(Arc::default()));
