@@ -192,8 +192,8 @@ pub trait Runtime: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
     /// Create the image `image` (`repository:tag`) from a root filesystem: `rootfs` is a tar
     /// stream, `changes` Dockerfile instructions applied to the image's configuration (`CMD`,
-    /// `LABEL`, `STOPSIGNAL`, …), as `docker import --change` does. An image already under that
-    /// name loses the name to the new one.
+    /// `LABEL`, `ENV`, …; Docker 20.10 refuses `STOPSIGNAL` here), as `docker import --change`
+    /// does. An image already under that name loses the name to the new one.
     fn import_image(
         &self,
         image: &str,
