@@ -5,9 +5,11 @@
 //! retries a timed-out or unavailable Engine up to five times with backoff; kill treats 409 (not
 //! running) as success; container and volume removal treat 404 as success, container removal 409
 //! "already in progress" too; image and volume inspect answer 404 as "absent". Pulls go through
-//! [`crate::pull`], bodies are built by [`crate::body`], answers are read by [`crate::inspect`],
-//! events come from [`crate::events`]. Also: the list of managed containers and container logs
-//! (used by the agent and `berth run`, not part of the trait).
+//! [`crate::pull`]; an image import (`fromSrc=-`) sends its tar and reads the Engine's progress
+//! stream to the end, an error entry in it failing the import. Bodies are built by
+//! [`crate::body`], answers are read by [`crate::inspect`], events come from [`crate::events`].
+//! Also: the list of managed containers and container logs (used by the agent and `berth run`,
+//! not part of the trait).
 
 use berth_engine::runtime::{
     ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, Runtime, RuntimeError, RuntimeEvent,
@@ -16,8 +18,9 @@ use berth_engine::spec::{ContainerSpec, LABEL_TASK, VolumeSpec};
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, KillContainerOptionsBuilder, RemoveContainerOptionsBuilder,
-    RemoveVolumeOptionsBuilder, StatsOptionsBuilder, StopContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, KillContainerOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, StatsOptionsBuilder,
+    StopContainerOptionsBuilder,
 };
 use futures_util::stream::{BoxStream, StreamExt};
 use std::collections::HashMap;
@@ -28,7 +31,7 @@ use crate::connection::{Timeouts, timed};
 use crate::errors::translate;
 use crate::events::task_events;
 use crate::inspect::{ManagedContainer, details_of, info_of, managed_of, network_info_of};
-use crate::pull::{PullRetry, Pulls};
+use crate::pull::{PullRetry, Pulls, split_reference};
 
 /// The Docker runtime. Cheap to clone.
 #[derive(Clone)]
@@ -133,6 +136,55 @@ impl Runtime for DockerRuntime {
                 progress,
             )
             .await
+    }
+
+    /// `POST /images/create?fromSrc=-&repo=…&tag=…&changes=…` with the tar as the body (what
+    /// `docker import` does). The Engine answers a JSON progress stream, read to its end: an
+    /// `error` entry in it is the import's failure. Bounded like a create.
+    async fn import_image(
+        &self,
+        image: &str,
+        rootfs: Vec<u8>,
+        changes: Vec<String>,
+    ) -> Result<(), RuntimeError> {
+        let (repo, tag) = import_reference(image)?;
+        let opts = CreateImageOptionsBuilder::default()
+            .from_src("-")
+            .repo(repo)
+            .tag(tag)
+            .changes(changes)
+            .build();
+        let mut stream =
+            self.docker
+                .create_image(Some(opts), Some(bollard::body_full(rootfs.into())), None);
+        let read = async {
+            // bollard turns an entry with an `errorDetail` (the Engine sends one with every
+            // `error`) into `DockerStreamError`, which ends the import.
+            while let Some(message) = stream.next().await {
+                match message {
+                    Ok(_) => {}
+                    Err(BollardError::DockerStreamError { error }) => {
+                        return Err(RuntimeError::Other(format!("import of {image}: {error}")));
+                    }
+                    Err(e) => {
+                        return Err(match translate(e) {
+                            RuntimeError::Other(m) => {
+                                RuntimeError::Other(format!("import of {image}: {m}"))
+                            }
+                            other => other,
+                        });
+                    }
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(self.timeouts.create, read).await {
+            Ok(r) => r,
+            Err(_) => Err(RuntimeError::Timeout(format!(
+                "image import of {image} did not finish within {}s",
+                self.timeouts.create.as_secs()
+            ))),
+        }
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
@@ -334,5 +386,38 @@ impl Runtime for DockerRuntime {
         )
         .await?;
         Ok(network_info_of(n, name))
+    }
+}
+
+/// `repository:tag` of an image to import (`latest` when no tag is given). A digest cannot be
+/// given: the Engine computes the imported image's digest.
+fn import_reference(image: &str) -> Result<(&str, &str), RuntimeError> {
+    match split_reference(image) {
+        (repo, Some(tag)) if !repo.is_empty() && !tag.is_empty() => Ok((repo, tag)),
+        _ => Err(RuntimeError::Other(format!(
+            "cannot import an image as {image:?}: expected repository[:tag], e.g. berth/pause:1 \
+             (an imported image is named by repository and tag; the Engine computes its digest)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_import_is_named_by_repository_and_tag() {
+        assert_eq!(
+            import_reference("berth/pause:1-abc").expect("ok"),
+            ("berth/pause", "1-abc")
+        );
+        assert_eq!(
+            import_reference("127.0.0.1:5000/p").expect("ok"),
+            ("127.0.0.1:5000/p", "latest")
+        );
+        for bad in ["berth/pause@sha256:00", "", ":x", "berth/pause:"] {
+            let e = import_reference(bad).expect_err(bad);
+            assert!(e.to_string().contains("repository[:tag]"), "{e}");
+        }
     }
 }

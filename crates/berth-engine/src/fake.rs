@@ -11,7 +11,8 @@
 //!
 //! Not modelled: container processes (commands are not run; the script decides), time (the clock
 //! is a counter that ticks on each call), Docker creating a missing named volume at create, bind
-//! sources that do not exist, merged pulls, registries (an image is pullable or not).
+//! sources that do not exist, merged pulls, registries (an image is pullable or not), the contents
+//! of an imported image (an import only makes the image present).
 //! End-to-end behaviour is still proven against the real Docker Engine in the binary crate's tests.
 //!
 //! Compiled only with the `fake` cargo feature, which test crates enable in their
@@ -102,7 +103,17 @@ impl FakeRuntime {
         self.lock().scripts.insert(container.to_string(), script);
     }
 
-    /// Every call made, in order, as `verb container-name` strings.
+    /// How many `import_image` calls were made (successful or not).
+    pub fn imports(&self) -> usize {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.starts_with("import "))
+            .count()
+    }
+
+    /// Every call made, in order, as `verb container-name` strings (`pull <image>`,
+    /// `import <image>`, `create <name>`, …).
     pub fn calls(&self) -> Vec<String> {
         self.lock().calls.clone()
     }
@@ -205,6 +216,20 @@ impl Runtime for FakeRuntime {
                 retriable: false,
             })
         }
+    }
+
+    /// The image becomes present (the call is recorded as `import <image>`). The tar and the
+    /// changes are not read (Docker, too, imports an empty body as an empty image).
+    async fn import_image(
+        &self,
+        image: &str,
+        _rootfs: Vec<u8>,
+        _changes: Vec<String>,
+    ) -> Result<(), RuntimeError> {
+        let mut inner = self.lock();
+        inner.calls.push(format!("import {image}"));
+        inner.images.insert(image.to_string());
+        Ok(())
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {

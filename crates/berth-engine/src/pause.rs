@@ -12,6 +12,7 @@
 //! The name cannot clash with a user's container: ECS container names allow only letters, digits,
 //! hyphens and underscores, and this one starts with `~`.
 
+use crate::pause_image::{self, PAUSE_REPOSITORY};
 use crate::runtime::{Runtime, RuntimeError};
 use berth_model::{ContainerDefinition, IpcMode, NetworkMode, PidMode, TaskDefinition};
 
@@ -61,22 +62,15 @@ pub fn pause_definition() -> ContainerDefinition {
     def
 }
 
-/// The repository of berth's own pause image.
-pub const PAUSE_REPOSITORY: &str = "berth/pause";
-
-/// The image the pause container is created from.
+/// The image the pause container is created from: berth's own ([`pause_image`]).
 pub fn pause_image_name() -> String {
-    format!("{PAUSE_REPOSITORY}:dev")
+    pause_image::image_name()
 }
 
 /// Make the pause image present (the pause container's "pull"): berth's own image is imported
 /// offline when missing. Returns the image name.
 pub async fn provision<R: Runtime>(rt: &R) -> Result<String, RuntimeError> {
-    let image = pause_image_name();
-    if rt.image_present(&image).await? {
-        return Ok(image);
-    }
-    Err(RuntimeError::NotFound(format!("pause image {image}")))
+    pause_image::ensure_pause_image(rt).await
 }
 
 /// True for the pause container's definition name.

@@ -190,6 +190,16 @@ pub trait Runtime: Send + Sync + 'static {
         image: &str,
         progress: Option<ProgressSink>,
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Create the image `image` (`repository:tag`) from a root filesystem: `rootfs` is a tar
+    /// stream, `changes` Dockerfile instructions applied to the image's configuration (`CMD`,
+    /// `LABEL`, `ENV`, …; Docker 20.10 refuses `STOPSIGNAL` here), as `docker import --change`
+    /// does. An image already under that name loses the name to the new one.
+    fn import_image(
+        &self,
+        image: &str,
+        rootfs: Vec<u8>,
+        changes: Vec<String>,
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
     /// Create a container; returns its id.
     fn create(
         &self,

@@ -69,6 +69,18 @@ impl Runtime for Slow {
         self.record(format!("pull {image}"), self.inner.pull(image, progress))
             .await
     }
+    async fn import_image(
+        &self,
+        image: &str,
+        rootfs: Vec<u8>,
+        changes: Vec<String>,
+    ) -> Result<(), RuntimeError> {
+        self.record(
+            format!("import_image {image}"),
+            self.inner.import_image(image, rootfs, changes),
+        )
+        .await
+    }
     async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
         let slow = spec.labels.get(LABEL_CONTAINER) == Some(&self.slow_create.0);
         let delay = self.slow_create.1;

@@ -16,14 +16,16 @@
 //! [`RuntimeError::Conflict`]; health status in events and in `inspect`; volumes created once,
 //! checked and removed (idempotently); images present or not, pulled when the registry has them,
 //! a permanent [`RuntimeError::PullFailed`] when it does not; an OOM kill (137) is `oom_killed`
-//! in `inspect` and an ordinary 137 exit is not.
+//! in `inspect` and an ordinary 137 exit is not; an image imported from a root filesystem tar is
+//! present and runs, and importing it again is fine.
 //!
 //! Limits: listing containers by label is not part of the [`berth_engine::Runtime`] trait (only
 //! `DockerRuntime::list_managed` has it), so the contract checks label filtering through the event
 //! streams only. The metadata-only calls (`inspect_details`, `stats`, `inspect_network`) are not
 //! covered: the fake makes their values up. Scenarios panic on failure (they are tests), and leave
 //! cleanup of what they created to the [`Subject`] (the Docker one, when dropped, removes the
-//! containers carrying its label and the images it pushed, and after a failure the volumes too).
+//! containers carrying its label and the images it pushed or imported under its unique names,
+//! and after a failure the volumes too).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -109,6 +111,11 @@ pub trait Subject {
 
     /// Labels to put on everything a scenario creates (e.g. so the subject can clean up).
     fn labels(&self) -> BTreeMap<String, String>;
+
+    /// A `repository:tag` no image has, unique to this call, for a scenario to import (the
+    /// subject removes what was imported under it, and images carrying its [`Subject::labels`],
+    /// when dropped).
+    fn importable_image(&self) -> String;
 }
 
 /// A name no other scenario uses, for containers and volumes.
@@ -746,6 +753,61 @@ pub async fn images_and_pulls<S: Subject>(subject: &S) {
         .unwrap_or_else(|e| panic!("remove: {e}"));
 }
 
+/// Imports: an image that is absent is made from a root filesystem tar (berth's pause image's,
+/// under a test-unique name) and is then present, and a container made from it with no command
+/// of its own starts (the import's `CMD` is in the image); importing again under the same name
+/// succeeds and the image stays present.
+pub async fn import_image<S: Subject>(subject: &S) {
+    let rt = subject.runtime();
+    let rootfs = match berth_engine::pause_image::rootfs_tar() {
+        Ok(tar) => tar,
+        Err(e) => {
+            // The only root filesystem at hand runs on x86_64; elsewhere there is nothing to run.
+            eprintln!("import_image skipped: {e}");
+            return;
+        }
+    };
+    // The subject's labels go on the image too, so that it can find every image the scenario
+    // made: the second import takes the name and leaves the first image untagged.
+    let mut changes = berth_engine::pause_image::import_changes();
+    changes.extend(
+        subject
+            .labels()
+            .iter()
+            .map(|(key, value)| format!("LABEL {key}={value}")),
+    );
+    let image = subject.importable_image();
+    let present = || async {
+        rt.image_present(&image)
+            .await
+            .unwrap_or_else(|e| panic!("image {image} present?: {e}"))
+    };
+    assert!(!present().await, "{image} absent before the import");
+    rt.import_image(&image, rootfs.clone(), changes.clone())
+        .await
+        .unwrap_or_else(|e| panic!("import {image}: {e}"));
+    assert!(present().await, "{image} present after the import");
+
+    let task = berth_engine::new_task_id();
+    let mut spec = spec(subject, &task, "imported", Behaviour::RunsUntilStopped);
+    spec.image = image.clone();
+    spec.cmd = None;
+    let id = create(rt, &spec).await;
+    start(rt, &id).await;
+    assert!(
+        inspect(rt, &id).await.running,
+        "the imported image's command runs"
+    );
+    rt.remove(&id)
+        .await
+        .unwrap_or_else(|e| panic!("remove: {e}"));
+
+    rt.import_image(&image, rootfs, changes)
+        .await
+        .unwrap_or_else(|e| panic!("import {image} again: {e}"));
+    assert!(present().await, "{image} present after the second import");
+}
+
 /// One `#[tokio::test]` per contract scenario, each on the subject `$subject` (an expression,
 /// evaluated anew for every test, whose value is a [`Subject`]).
 #[macro_export]
@@ -764,6 +826,7 @@ macro_rules! runtime_contract {
             volumes,
             images_and_pulls,
             oom_kill_is_reported,
+            import_image,
         );
     };
     (@each $subject:expr; $($scenario:ident,)*) => {

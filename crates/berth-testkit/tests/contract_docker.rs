@@ -20,7 +20,8 @@ const CONTRACT_LABEL: &str = "berth.contract";
 struct Docker {
     rt: DockerRuntime,
     run: String,
-    pulled: Mutex<Vec<String>>,
+    /// Images under names of this subject's own: pushed and pulled, or imported.
+    images: Mutex<Vec<String>>,
 }
 
 async fn docker() -> Docker {
@@ -29,7 +30,7 @@ async fn docker() -> Docker {
     Docker {
         rt: DockerRuntime::new(client),
         run: unique_name("run-"),
-        pulled: Mutex::new(Vec::new()),
+        images: Mutex::new(Vec::new()),
     }
 }
 
@@ -58,10 +59,7 @@ impl Subject for Docker {
     /// The test image pushed to the throwaway registry under a new name, then untagged locally.
     fn pullable_image(&self) -> String {
         let image = format!("{}/{}:latest", registry(), unique_name("berth-contract-"));
-        self.pulled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(image.clone());
+        self.remember(&image);
         cli(&["tag", &test_image(), &image]);
         cli(&["push", "--quiet", &image]);
         cli(&["rmi", &image]);
@@ -73,6 +71,24 @@ impl Subject for Docker {
             (TEST_LABEL.to_owned(), "1".to_owned()),
             (CONTRACT_LABEL.to_owned(), self.run.clone()),
         ])
+    }
+
+    /// A repository of this run's own (never berth's real `berth/pause`), removed when dropped
+    /// with every image that carries this run's label.
+    fn importable_image(&self) -> String {
+        let image = format!("{}:1", unique_name("berth-contract-import-"));
+        self.remember(&image);
+        image
+    }
+}
+
+impl Docker {
+    /// Remove `image` when dropped.
+    fn remember(&self, image: &str) {
+        self.images
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(image.to_owned());
     }
 }
 
@@ -97,13 +113,18 @@ impl Drop for Docker {
                 run(&["volume", "rm", "-f", name]);
             }
         }
-        let pulled = std::mem::take(
-            self.pulled
+        let images = std::mem::take(
+            self.images
                 .get_mut()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        for image in pulled {
+        for image in images {
             run(&["rmi", "-f", &image]);
+        }
+        // Imports carry the labels too; a second import under one name leaves the first image
+        // untagged, found only by its label.
+        for id in run(&["images", "-aq", "--filter", &filter]).lines() {
+            run(&["rmi", "-f", id]);
         }
     }
 }

@@ -70,6 +70,10 @@ impl Subject for Fake {
     fn labels(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
+
+    fn importable_image(&self) -> String {
+        berth_testkit::unique_name("berth-contract-import-") + ":1"
+    }
 }
 
 berth_testkit::runtime_contract!(fake());

@@ -331,6 +331,15 @@ impl<R: Runtime> Runtime for Timed<R> {
     async fn pull(&self, image: &str, progress: Option<ProgressSink>) -> Result<(), RuntimeError> {
         self.time("pull", self.inner.pull(image, progress)).await
     }
+    async fn import_image(
+        &self,
+        image: &str,
+        rootfs: Vec<u8>,
+        changes: Vec<String>,
+    ) -> Result<(), RuntimeError> {
+        self.time("import", self.inner.import_image(image, rootfs, changes))
+            .await
+    }
     async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
         self.time("create", self.inner.create(spec)).await
     }
@@ -449,6 +458,24 @@ mod tests {
             assert!(text.contains(line), "no {line} in:\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn an_import_is_timed_as_import() {
+        let m = Metrics::new(Arc::default());
+        let fake = berth_engine::fake::FakeRuntime::new();
+        let timed = Timed::new(fake.clone(), &m);
+        let image = berth_engine::pause_image::ensure_pause_image(&timed)
+            .await
+            .expect("imported");
+        assert_eq!(fake.imports(), 1, "the call reached the wrapped runtime");
+        assert!(fake.image_present(&image).await.expect("present?"));
+        let text = m.render(&[]).expect("encodes");
+        for op in ["image_present", "import"] {
+            let line =
+                format!("berth_docker_request_duration_seconds_count{{operation=\"{op}\"}} 1");
+            assert!(text.contains(&line), "no {line} in:\n{text}");
+        }
     }
 
     #[test]
