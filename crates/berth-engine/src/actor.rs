@@ -59,6 +59,9 @@ pub struct RunConfig {
     pub data_dir: PathBuf,
     pub options: Options,
     pub pull_behavior: PullBehavior,
+    /// The pause container's image when the operator names one (obtained with the pull
+    /// behaviour); None = berth's own, imported offline ([`crate::pause_image`]).
+    pub pause_image: Option<String>,
     /// The images this agent pulled before (for `once`); updated after every successful pull.
     pub pull_record: Arc<dyn PullRecord>,
     /// The Docker volume driver name of berth's volume plugin (EFS volumes use it).
@@ -117,6 +120,7 @@ impl RunConfig {
             data_dir,
             options: Options::default(),
             pull_behavior: PullBehavior::Default,
+            pause_image: None,
             pull_record: Arc::new(pulls::MemoryPullRecord::default()),
             volume_plugin: spec::DEFAULT_VOLUME_PLUGIN.to_string(),
             metadata: None,
@@ -623,7 +627,7 @@ fn spawn_effect<R: Runtime>(
     let rt = rt.clone();
     let tx = effects.results.clone();
     match action {
-        Action::Pull(i) if state.is_pause(i) => {
+        Action::Pull(i) if state.is_pause(i) && config.pause_image.is_none() => {
             effects.spawn(async move {
                 let ev = match pause::provision(&*rt).await {
                     Ok(_) => Event::Pulled {
@@ -643,7 +647,10 @@ fn spawn_effect<R: Runtime>(
             });
         }
         Action::Pull(i) => {
-            let image = state.def(i).image.clone();
+            let image = match &config.pause_image {
+                Some(own) if state.is_pause(i) => own.clone(),
+                _ => state.def(i).image.clone(),
+            };
             let reports = reports.clone();
             let (task, container) = (state.id.clone(), state.containers[i].name.clone());
             let (behavior, record) = (config.pull_behavior, config.pull_record.clone());
@@ -675,6 +682,9 @@ fn spawn_effect<R: Runtime>(
         }
         Action::Create(i) => {
             let mut spec = spec::container_spec(state, i, volumes, config.metadata.as_ref());
+            if let Some(own) = config.pause_image.as_ref().filter(|_| state.is_pause(i)) {
+                spec.image = own.clone();
+            }
             spec.labels.insert(
                 spec::LABEL_DATA_DIR.to_string(),
                 config.data_dir.display().to_string(),

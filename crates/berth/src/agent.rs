@@ -138,6 +138,8 @@ struct Agent {
     cleanup_wait: Duration,
     options: Options,
     pull_behavior: PullBehavior,
+    /// The operator's pause image (`--pause-image`), or berth's own.
+    pause_image: Option<String>,
     volume_plugin: String,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
@@ -195,6 +197,7 @@ impl Agent {
         let config = RunConfig {
             options: self.options,
             pull_behavior: self.pull_behavior,
+            pause_image: self.pause_image.clone(),
             pull_record: self.store.clone(),
             volume_plugin: self.volume_plugin.clone(),
             persist: Some(self.store.clone()),
@@ -400,6 +403,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             pull_upfront: args.pull.upfront(),
         },
         pull_behavior: args.pull.behavior()?,
+        pause_image: args.pull.pause_image.clone(),
         volume_plugin: args.volume_plugin.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,

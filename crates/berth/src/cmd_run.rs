@@ -157,6 +157,14 @@ pub struct PullArgs {
     /// repository or tag, or an authentication refusal, is never retried.
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub pull_attempts: u32,
+
+    /// The image of the pause container that owns the namespaces of awsvpc tasks and of tasks with
+    /// `pidMode`/`ipcMode: task`, obtained with the pull behaviour like any image. Default: berth's
+    /// own `berth/pause:<tag>`, imported offline on first use (x86_64 only; see
+    /// docs/operations.md). Its default command must wait until SIGTERM. Environment:
+    /// BERTH_PAUSE_IMAGE.
+    #[arg(long, value_name = "IMAGE", env = "BERTH_PAUSE_IMAGE")]
+    pub pause_image: Option<String>,
 }
 
 fn parse_behavior(s: &str) -> Result<PullBehavior, String> {
@@ -289,6 +297,7 @@ async fn run_async(
             pull_upfront: args.pull.upfront(),
         },
         pull_behavior: args.pull.behavior()?,
+        pause_image: args.pull.pause_image.clone(),
         pull_record: Arc::new(pull_record),
         volume_plugin: args.volume_plugin.clone(),
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),

@@ -85,6 +85,7 @@ const KEYS: &[Key] = &[
     key("pull-timeout", &[], Kind::Value),
     key("pull-inactivity-timeout", &[], Kind::Value),
     key("pull-attempts", &[], Kind::Value),
+    key("pause-image", &["BERTH_PAUSE_IMAGE"], Kind::Value),
 ];
 
 /// The keys `berth run` takes (the task-running options it shares with the agent; not the
@@ -98,6 +99,7 @@ const RUN: &[(&str, &str)] = &[
     ("pull-timeout", "pull-timeout"),
     ("pull-inactivity-timeout", "pull-inactivity-timeout"),
     ("pull-attempts", "pull-attempts"),
+    ("pause-image", "pause-image"),
 ];
 const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-host")];
 /// The client commands reach the agent's socket with `--agent`.
@@ -119,6 +121,7 @@ const AGENT: &[(&str, &str)] = &[
     ("pull-timeout", "pull-timeout"),
     ("pull-inactivity-timeout", "pull-inactivity-timeout"),
     ("pull-attempts", "pull-attempts"),
+    ("pause-image", "pause-image"),
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
@@ -273,6 +276,9 @@ fn put_pull(t: &mut toml::Table, pull: &crate::cmd_run::PullArgs) -> anyhow::Res
         duration(pull.pull_inactivity_timeout),
     );
     t.insert("pull-attempts".into(), i64::from(pull.pull_attempts).into());
+    if let Some(image) = &pull.pause_image {
+        t.insert("pause-image".into(), image.clone().into());
+    }
     Ok(())
 }
 
