@@ -108,6 +108,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub pull: PullArgs,
+
+    #[command(flatten)]
+    pub logs: crate::log_policy::LogArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -139,6 +142,8 @@ struct Agent {
     options: Options,
     pull_behavior: PullBehavior,
     volume_plugin: String,
+    /// The host's log drivers: a submitted definition is resolved with it before it is stored.
+    log_policy: berth_model::logging::LogPolicy,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
@@ -380,6 +385,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         Err(LockError::Other(e)) => return Err(e),
     };
     let cleanup_wait = args.cleanup_wait()?;
+    let log_policy = args.logs.policy()?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
     let docker = berth_docker::connect(args.docker_host.as_deref())
         .await
@@ -401,6 +407,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         },
         pull_behavior: args.pull.behavior()?,
         volume_plugin: args.volume_plugin.clone(),
+        log_policy,
         tasks: Mutex::new(HashMap::new()),
         events,
         engine_metrics,
@@ -419,6 +426,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         pull_upfront = agent.options.pull_upfront,
         metadata_addr = %args.metadata_addr,
         volume_plugin = %agent.volume_plugin,
+        available_log_drivers = %agent.log_policy.available().collect::<Vec<_>>().join(","),
+        log_driver_fallback = %agent.log_policy.fallback(),
         "berth agent starting"
     );
 
