@@ -646,7 +646,7 @@ fn configuration_layers_file_then_environment_then_flags() {
     let cfg = dir.path().join("berth.toml");
     std::fs::write(
         &cfg,
-        "cleanup-wait = \"10m\"\npull-behavior = \"once\"\npull-attempts = 3\npull-dependent-upfront = true\nmetadata-addr = \"127.0.0.1:6000\"\n",
+        "cleanup-wait = \"10m\"\npull-behavior = \"once\"\npull-attempts = 3\npull-dependent-upfront = true\nmetadata-addr = \"127.0.0.1:6000\"\navailable-log-drivers = [\"json-file\", \"syslog\"]\n",
     )
     .expect("config");
     let print = |env: &[(&str, &str)], flags: &[&str]| {
@@ -660,6 +660,9 @@ fn configuration_layers_file_then_environment_then_flags() {
             "BERTH_IMAGE_PULL_BEHAVIOR",
             "ECS_IMAGE_PULL_BEHAVIOR",
             "BERTH_METADATA_ADDR",
+            "BERTH_AVAILABLE_LOG_DRIVERS",
+            "ECS_AVAILABLE_LOGGING_DRIVERS",
+            "BERTH_LOG_DRIVER_FALLBACK",
         ] {
             cmd.env_remove(k);
         }
@@ -680,12 +683,23 @@ fn configuration_layers_file_then_environment_then_flags() {
     assert_eq!(t["pull-behavior"].as_str(), Some("once"));
     assert_eq!(t["pull-attempts"].as_integer(), Some(3));
     assert_eq!(t["pull-dependent-upfront"].as_bool(), Some(true));
+    assert_eq!(
+        t["available-log-drivers"].to_string(),
+        r#"["json-file", "syslog"]"#
+    );
+    assert_eq!(t["log-driver-fallback"].as_str(), Some("json-file"));
     let t = print(
         &[
             ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION", "20m"),
             ("BERTH_IMAGE_PULL_BEHAVIOR", "always"),
+            ("ECS_AVAILABLE_LOGGING_DRIVERS", r#"["awslogs"]"#),
         ],
         &[],
+    );
+    assert_eq!(
+        t["available-log-drivers"].to_string(),
+        r#"["awslogs"]"#,
+        "ECS's variable beats the file"
     );
     assert_eq!(
         t["cleanup-wait"].as_str(),
@@ -988,7 +1002,11 @@ fn an_awslogs_task_is_submitted_with_a_warning_and_berth_logs_shows_its_output()
     let _g = FamilyGuard(family.clone());
     // Shaped like the awslogs containers of aws-samples/aws-containers-task-definitions and the
     // ECS developer guide's awslogs example (group, region, stream prefix, create-group).
-    let mut c = container("app", "echo hello-awslogs; echo err-awslogs >&2");
+    // The container also reads its own metadata: it shows the driver Docker was given.
+    let script = r#"echo hello-awslogs; echo err-awslogs >&2
+for i in $(seq 50); do out=$(wget -qO- "$ECS_CONTAINER_METADATA_URI_V4") && break; sleep 0.2; done
+echo "$out" | grep -o '"Log[A-Za-z]*":[^,}]*'"#;
+    let mut c = container("app", script);
     c["logConfiguration"] = json!({"logDriver": "awslogs", "options": {
         "awslogs-group": "/ecs/berth-agent-test", "awslogs-region": "eu-west-1",
         "awslogs-stream-prefix": "app", "awslogs-create-group": "true"}});
@@ -1010,7 +1028,10 @@ fn an_awslogs_task_is_submitted_with_a_warning_and_berth_logs_shows_its_output()
     assert_eq!(log.trim(), "json-file");
     let (code, out, err) = berth_logs(&agent, &id, "app");
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "hello-awslogs\n");
+    assert_eq!(
+        out, "hello-awslogs\n\"LogDriver\":\"json-file\"\n",
+        "the metadata shows the resolved driver, without awslogs options"
+    );
     assert_eq!(err, "err-awslogs\n");
 }
 
