@@ -354,8 +354,12 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                 .inspect_details(id)
                 .await
                 .with_context(|| format!("inspecting container {container}"))?;
+            // Docker always reports one; if it did not, just try reading.
             let driver = details.log_driver.unwrap_or_default();
-            match explain(&container, &driver, &details.log_options) {
+            let said = (!driver.is_empty())
+                .then(|| explain(&container, &driver, &details.log_options))
+                .flatten();
+            match said {
                 Some(Explain::Refuse(why)) => bail!("{why}"),
                 Some(Explain::Note(note)) => eprintln!("berth: note: {note}"),
                 None => {}

@@ -79,7 +79,7 @@ pub fn put_toml(t: &mut toml::Table, policy: &LogPolicy) {
 }
 
 /// What `berth logs` says before (a note) or instead of (an error) reading a container's logs,
-/// given the driver Docker has for it. None: nothing to say.
+/// given the driver Docker has for it ([`explain`] answers None when there is nothing to say).
 pub enum Explain {
     Note(String),
     Refuse(String),
