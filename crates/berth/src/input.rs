@@ -22,9 +22,9 @@ pub fn print_warnings(warnings: &[Problem]) {
 }
 
 /// Read and parse a task definition, then resolve its log drivers for this host (`policy`: the
-/// same for `validate` and `run`, so both say and do the same). On failure everything is already reported on standard error
-/// (every problem as `PATH: message`, then the warnings that may explain them) and the exit code
-/// to use is returned: 66 unreadable, 65 invalid.
+/// same for `validate` and `run`, so both say and do the same). On failure everything is already
+/// reported on standard error (every problem as `PATH: message`, then the warnings that may
+/// explain them) and the exit code to use is returned: 66 unreadable, 65 invalid.
 pub fn load(path: &Path, policy: &LogPolicy) -> Result<Parsed, ExitCode> {
     let from_stdin = path.as_os_str() == "-";
     let read = if from_stdin {
