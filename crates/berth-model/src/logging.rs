@@ -140,6 +140,25 @@ impl LogPolicy {
     }
 }
 
+/// The declared drivers the Engine does not have (`engine`: its log drivers and enabled log
+/// plugins), in order: a container given one of them fails at create, so the agent and
+/// `berth run` warn at start. Never reported: `none` (Docker lists no such driver: it means no
+/// driver) and `awsfirelens` (not a Docker driver).
+pub fn missing_from_engine<'a>(policy: &'a LogPolicy, engine: &[String]) -> Vec<&'a str> {
+    policy
+        .available()
+        .chain([policy.fallback.as_str()])
+        .filter(|d| {
+            ![LogDriver::NONE, LogDriver::AWSFIRELENS].contains(d) && !engine.iter().any(|e| e == d)
+        })
+        .fold(Vec::new(), |mut out, d| {
+            if !out.contains(&d) {
+                out.push(d);
+            }
+            out
+        })
+}
+
 /// What one container's log configuration becomes on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogDecision {
@@ -431,6 +450,21 @@ mod tests {
             p.available().collect::<Vec<_>>(),
             ["awsfirelens", "json-file"]
         );
+    }
+
+    #[test]
+    fn declared_drivers_the_engine_lacks() {
+        let engine: Vec<String> = ["json-file", "local", "syslog", "loki"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let p = policy(
+            &["awsfirelens", "json-file", "loki", "nosuch", "none"],
+            "gelf",
+        );
+        assert_eq!(missing_from_engine(&p, &engine), ["nosuch", "gelf"]);
+        let p = policy(&["json-file"], "json-file");
+        assert!(missing_from_engine(&p, &engine).is_empty());
     }
 
     #[test]

@@ -392,10 +392,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         .context("connecting to the Docker Engine")?;
     let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
     let metrics = Arc::new(crate::metrics::Metrics::new(engine_metrics.clone()));
-    let rt = Arc::new(Timed::new(
-        args.pull.configure(DockerRuntime::new(docker)),
-        &metrics,
-    ));
+    let docker_rt = args.pull.configure(DockerRuntime::new(docker));
+    crate::log_policy::warn_missing(&docker_rt, &log_policy).await;
+    let rt = Arc::new(Timed::new(docker_rt, &metrics));
     let (events, _) = broadcast::channel(4096);
     let agent = Arc::new(Agent {
         rt,

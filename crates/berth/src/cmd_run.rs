@@ -258,6 +258,8 @@ async fn run_async(
         args.pull
             .configure(berth_docker::DockerRuntime::new(docker)),
     );
+    // The policy was checked before the definition was read; here only compared with the Engine.
+    crate::log_policy::warn_missing(&rt, &args.logs.policy()?).await;
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(data_dir.join("tasks"))
         .with_context(|| format!("creating the data directory {}", data_dir.display()))?;

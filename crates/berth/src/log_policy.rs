@@ -68,6 +68,30 @@ impl LogArgs {
     }
 }
 
+/// Warn (once per driver) about declared drivers the Engine does not have: a container given one
+/// fails at create (`error looking up logging plugin …`). Nothing is said when the Engine cannot
+/// be asked; the warning is advice, never a refusal.
+pub async fn warn_missing(rt: &berth_docker::DockerRuntime, policy: &LogPolicy) {
+    let have = match rt.log_drivers().await {
+        Ok(have) => have,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot list the Docker Engine's log drivers");
+            return;
+        }
+    };
+    for d in logging::missing_from_engine(policy, &have) {
+        let option = if d == policy.fallback().as_str() {
+            "--log-driver-fallback"
+        } else {
+            "--available-log-drivers"
+        };
+        tracing::warn!(
+            "log driver \"{d}\" is declared available ({option}) but this Docker Engine does not have it (it has: {}); containers given it will fail to be created: install it, or leave it out",
+            have.join(", ")
+        );
+    }
+}
+
 /// The two keys in `--print-config`'s TOML.
 pub fn put_toml(t: &mut toml::Table, policy: &LogPolicy) {
     let list: Vec<toml::Value> = policy.available().map(|d| d.into()).collect();

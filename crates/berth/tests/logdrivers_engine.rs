@@ -107,3 +107,36 @@ fn an_available_drivers_options_reach_docker_and_its_destination() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_declared_driver_the_engine_lacks_is_warned_about_and_fails_at_create_with_dockers_words() {
+    let family = unique_name("logs-nosuch-");
+    let _g = FamilyGuard(family.clone());
+    let mut c = test_container("web", "echo never");
+    c["logConfiguration"] = json!({"logDriver": "berth-no-such-driver"});
+    let def = json!({"family": family, "containerDefinitions": [c]});
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = BerthRun::new(env!("CARGO_BIN_EXE_berth"), dir.path().join("t.json"), &def)
+        .prefer_cached()
+        .data_dir(dir.path())
+        .args(["--available-log-drivers", "json-file,berth-no-such-driver"])
+        .env_remove("ECS_AVAILABLE_LOGGING_DRIVERS")
+        .env_remove("BERTH_AVAILABLE_LOG_DRIVERS")
+        .env_remove("BERTH_LOG_DRIVER_FALLBACK")
+        .output();
+    assert!(
+        out.stderr.contains("log driver \"berth-no-such-driver\" is declared available (--available-log-drivers) but this Docker Engine does not have it (it has: "),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.code, Some(125), "{}", out.stderr);
+    let summary = out.summary().expect("a summary");
+    let reason = summary["containers"][0]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.starts_with("CannotCreateContainerError: ")
+            && reason.contains("error looking up logging plugin berth-no-such-driver"),
+        "{summary}"
+    );
+}
