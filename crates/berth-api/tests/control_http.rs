@@ -2,7 +2,8 @@
 //! the (command, phase) rule on the wire, and JSON bodies for every refusal, the limits included.
 
 use berth_api::control::{
-    self, Accepted, ControlError, ControlPlane, ErrorBody, Health, Phase, SubmitResponse, TaskView,
+    self, Accepted, ControlError, ControlPlane, ErrorBody, Health, Phase, SubmitResponse,
+    Submitted, TaskView,
 };
 use berth_engine::{Status, TaskState};
 use berth_model::TaskDefinition;
@@ -41,13 +42,16 @@ impl Fake {
 }
 
 impl ControlPlane for Fake {
-    async fn submit(&self, definition: TaskDefinition) -> Result<String, ControlError> {
+    async fn submit(&self, definition: TaskDefinition) -> Result<Submitted, ControlError> {
         let mut n = self.next.lock().expect("lock");
         *n += 1;
         let id = format!("{:032x}", *n);
         let state = TaskState::new(id.clone(), definition, 0);
         self.tasks.lock().expect("lock").insert(id.clone(), state);
-        Ok(id)
+        Ok(Submitted {
+            task: id,
+            warnings: vec![],
+        })
     }
 
     async fn list(&self) -> Result<Vec<TaskView>, ControlError> {

@@ -83,6 +83,7 @@ fn golden_task_json_has_ecs_keys_and_formats() {
             source: Some("/var/lib/docker/volumes/vol1/_data".into()),
             destination: "/data".into(),
         }],
+        ..ContainerDetails::default()
     };
     let r = json::task_response(&s, &[Some(&details), None, None], &info());
     let text = serde_json::to_string(&r).expect("serializes");

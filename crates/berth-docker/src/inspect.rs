@@ -188,7 +188,17 @@ pub fn details_of(r: bollard::models::ContainerInspectResponse) -> ContainerDeta
             destination: m.destination.unwrap_or_default(),
         })
         .collect();
+    let log = r.host_config.and_then(|h| h.log_config);
     ContainerDetails {
+        log_driver: log
+            .as_ref()
+            .and_then(|l| l.typ.clone())
+            .filter(|t| !t.is_empty()),
+        log_options: log
+            .and_then(|l| l.config)
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
         image_id: r.image.filter(|i| !i.is_empty()),
         networks,
         ports,

@@ -84,6 +84,36 @@ impl DockerRuntime {
         Ok(list.into_iter().map(managed_of).collect())
     }
 
+    /// The log drivers this Engine has: its built-in ones (`docker info` → `Plugins.Log`) and the
+    /// enabled log driver plugins (`docker plugin ls`, named as installed and without a
+    /// `:latest` tag, as a task definition names them).
+    pub async fn log_drivers(&self) -> Result<Vec<String>, RuntimeError> {
+        let info = timed("info", self.timeouts.inspect, self.docker.info()).await?;
+        let mut drivers: Vec<String> = info.plugins.and_then(|p| p.log).unwrap_or_default();
+        let plugins = timed(
+            "plugin list",
+            self.timeouts.inspect,
+            self.docker.list_plugins(None),
+        )
+        .await?;
+        for p in plugins {
+            // Interface types are `docker.logdriver/1.0`, `docker.volumedriver/1.0`, ...
+            let is_logger = p
+                .config
+                .interface
+                .types
+                .iter()
+                .any(|t| t.starts_with("docker.logdriver/"));
+            if p.enabled && is_logger {
+                if let Some(short) = p.name.strip_suffix(":latest") {
+                    drivers.push(short.to_string());
+                }
+                drivers.push(p.name);
+            }
+        }
+        Ok(drivers)
+    }
+
     /// A container's output, as (is stderr, bytes) chunks; `follow` keeps streaming until it exits.
     pub fn logs(
         &self,

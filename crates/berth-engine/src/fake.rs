@@ -517,6 +517,14 @@ impl Runtime for FakeRuntime {
             ports,
             health,
             mounts,
+            // Docker's own default driver when the spec names none.
+            log_driver: Some(
+                c.spec
+                    .log_driver
+                    .clone()
+                    .unwrap_or_else(|| "json-file".to_string()),
+            ),
+            log_options: c.spec.log_options.clone(),
         })
     }
 

@@ -102,6 +102,11 @@ pub struct ContainerDetails {
     /// The health check's last result, when the container has a health check.
     pub health: Option<HealthDetails>,
     pub mounts: Vec<MountDetails>,
+    /// Docker's `HostConfig.LogConfig.Type`: the log driver the container logs through (its
+    /// definition's, as resolved for this host, or the daemon's default when it sets none).
+    pub log_driver: Option<String>,
+    /// Docker's `HostConfig.LogConfig.Config` (the daemon's default options merged in).
+    pub log_options: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

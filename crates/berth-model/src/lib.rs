@@ -6,6 +6,7 @@
 
 pub mod graph;
 pub mod linux;
+pub mod logging;
 mod parse;
 mod problem;
 pub mod types;

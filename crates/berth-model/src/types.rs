@@ -250,7 +250,7 @@ impl ContainerDefinition {
     }
 
     /// The Docker log driver name, when the definition sets one.
-    pub fn log_driver(&self) -> Option<&'static str> {
+    pub fn log_driver(&self) -> Option<&str> {
         self.log_configuration
             .as_ref()
             .map(|l| l.log_driver.as_str())
@@ -406,23 +406,35 @@ pub struct Ulimit {
     pub hard_limit: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum LogDriver {
-    #[serde(rename = "json-file")]
-    JsonFile,
-    #[serde(rename = "local")]
-    Local,
-    #[serde(rename = "none")]
-    None,
-}
+/// A Docker log driver name as the definition (or the host's log policy) gives it: one of Docker's
+/// or ECS's drivers (`json-file`, `awslogs`, …) or a log plugin's name. Which of them a host can
+/// use is the [`crate::logging::LogPolicy`]'s decision, not the parser's. Saved as the bare string
+/// (states saved when this was a closed enum of three names load unchanged).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LogDriver(String);
 
 impl LogDriver {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogDriver::JsonFile => "json-file",
-            LogDriver::Local => "local",
-            LogDriver::None => "none",
-        }
+    pub const JSON_FILE: &'static str = "json-file";
+    pub const LOCAL: &'static str = "local";
+    pub const NONE: &'static str = "none";
+    pub const JOURNALD: &'static str = "journald";
+    pub const AWSFIRELENS: &'static str = "awsfirelens";
+
+    /// A driver of this name. The parser and [`crate::logging::LogPolicy::new`] check the name
+    /// first ([`crate::logging::check_driver_name`]).
+    pub fn new(name: impl Into<String>) -> Self {
+        LogDriver(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for LogDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 

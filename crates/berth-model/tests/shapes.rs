@@ -7,7 +7,7 @@
 //! After changing a message on purpose, run with `BERTH_BLESS=1` to rewrite the expected files
 //! from the current output, and review the diff.
 
-use berth_model::{Problem, parse_bytes};
+use berth_model::{Problem, logging, parse_bytes};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -23,8 +23,12 @@ fn outcome(bytes: &[u8]) -> String {
     let lines = |kind: &str, list: &[Problem]| -> String {
         list.iter().map(|p| format!("{kind}: {p}\n")).collect()
     };
+    // As `berth validate` says it with the default log policy (awslogs replaced by json-file).
     match parse_bytes(bytes) {
-        Ok(parsed) => format!("valid\n{}", lines("warning", &parsed.warnings)),
+        Ok(mut parsed) => {
+            logging::apply_to_parsed(&mut parsed, &logging::LogPolicy::default());
+            format!("valid\n{}", lines("warning", &parsed.warnings))
+        }
         Err(invalid) => format!(
             "invalid\n{}{}",
             lines("error", &invalid.problems),

@@ -108,6 +108,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub pull: PullArgs,
+
+    #[command(flatten)]
+    pub logs: crate::log_policy::LogArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -141,6 +144,8 @@ struct Agent {
     /// The operator's pause image (`--pause-image`), or berth's own.
     pause_image: Option<String>,
     volume_plugin: String,
+    /// The host's log drivers: a submitted definition is resolved with it before it is stored.
+    log_policy: berth_model::logging::LogPolicy,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
@@ -383,16 +388,16 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         Err(LockError::Other(e)) => return Err(e),
     };
     let cleanup_wait = args.cleanup_wait()?;
+    let log_policy = args.logs.policy()?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
     let docker = berth_docker::connect(args.docker_host.as_deref())
         .await
         .context("connecting to the Docker Engine")?;
     let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
     let metrics = Arc::new(crate::metrics::Metrics::new(engine_metrics.clone()));
-    let rt = Arc::new(Timed::new(
-        args.pull.configure(DockerRuntime::new(docker)),
-        &metrics,
-    ));
+    let docker_rt = args.pull.configure(DockerRuntime::new(docker));
+    crate::log_policy::warn_missing(&docker_rt, &log_policy).await;
+    let rt = Arc::new(Timed::new(docker_rt, &metrics));
     let (events, _) = broadcast::channel(4096);
     let agent = Arc::new(Agent {
         rt,
@@ -405,6 +410,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         pull_behavior: args.pull.behavior()?,
         pause_image: args.pull.pause_image.clone(),
         volume_plugin: args.volume_plugin.clone(),
+        log_policy,
         tasks: Mutex::new(HashMap::new()),
         events,
         engine_metrics,
@@ -423,6 +429,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         pull_upfront = agent.options.pull_upfront,
         metadata_addr = %args.metadata_addr,
         volume_plugin = %agent.volume_plugin,
+        available_log_drivers = %agent.log_policy.available().collect::<Vec<_>>().join(","),
+        log_driver_fallback = %agent.log_policy.fallback(),
         "berth agent starting"
     );
 

@@ -346,9 +346,34 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                 .await
                 .context("connecting to the Docker Engine")?;
             let rt = berth_docker::DockerRuntime::new(docker);
+            // Whether Docker keeps this container's logs where its logs API reads them depends on
+            // the driver it has (the definition's as resolved for the host, or the daemon's).
+            use crate::log_policy::{Explain, explain, is_not_readable, not_kept};
+            use berth_engine::Runtime as _;
+            let details = rt
+                .inspect_details(id)
+                .await
+                .with_context(|| format!("inspecting container {container}"))?;
+            // Docker always reports one; if it did not, just try reading.
+            let driver = details.log_driver.unwrap_or_default();
+            let said = (!driver.is_empty())
+                .then(|| explain(&container, &driver, &details.log_options))
+                .flatten();
+            match said {
+                Some(Explain::Refuse(why)) => bail!("{why}"),
+                Some(Explain::Note(note)) => eprintln!("berth: note: {note}"),
+                None => {}
+            }
             let mut logs = rt.logs(id, follow);
             while let Some(chunk) = logs.next().await {
-                let (is_err, bytes) = chunk.context("reading the container's logs")?;
+                let (is_err, bytes) = match chunk {
+                    Ok(chunk) => chunk,
+                    // The daemon disables dual logging (`cache-disabled` in its log-opts).
+                    Err(e) if is_not_readable(&e.to_string()) => {
+                        bail!("{}", not_kept(&container, &driver))
+                    }
+                    Err(e) => return Err(e).context("reading the container's logs"),
+                };
                 if is_err {
                     let _ = std::io::stderr().write_all(&bytes);
                 } else {

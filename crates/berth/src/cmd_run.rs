@@ -31,7 +31,7 @@ pub struct Args {
     pub file: Option<PathBuf>,
 
     /// Print the configuration this run would use (file, then environment, then flags: data-dir,
-    /// docker-host, volume-plugin, pull-*) as TOML and exit; FILE is not needed.
+    /// docker-host, volume-plugin, pull-*, the log drivers) as TOML and exit; FILE is not needed.
     #[arg(long)]
     pub print_config: bool,
 
@@ -63,6 +63,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub metadata: MetadataArgs,
+
+    #[command(flatten)]
+    pub logs: crate::log_policy::LogArgs,
 }
 
 /// Task metadata endpoint options (see docs/metadata.md).
@@ -237,7 +240,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(file) = &args.file else {
         anyhow::bail!("a task definition FILE is required");
     };
-    let parsed = match crate::input::load(file) {
+    let policy = args.logs.policy()?;
+    let parsed = match crate::input::load(file, &policy) {
         Ok(parsed) => parsed,
         Err(code) => return Ok(code),
     };
@@ -265,6 +269,8 @@ async fn run_async(
         args.pull
             .configure(berth_docker::DockerRuntime::new(docker)),
     );
+    // The policy was checked before the definition was read; here only compared with the Engine.
+    crate::log_policy::warn_missing(&rt, &args.logs.policy()?).await;
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(data_dir.join("tasks"))
         .with_context(|| format!("creating the data directory {}", data_dir.display()))?;

@@ -13,8 +13,9 @@ use std::process::ExitCode;
 #[command(after_help = "\
 Output:
   valid       a one-line summary on standard output (or the graph, with --graph);
-              ignored fields are listed on standard error as `warning: PATH: message`;
-              exit status 0
+              ignored fields, and log drivers this host does not have (replaced by
+              --log-driver-fallback), are listed on standard error as
+              `warning: PATH: message`; exit status 0
   invalid     every problem on standard error, one per line, as `PATH: message`,
               where PATH is the JSON path of the field, for example
               containerDefinitions[1].dependsOn[0].containerName; exit status 65
@@ -36,6 +37,9 @@ pub struct Args {
     /// valid).
     #[arg(long, value_name = "FORMAT", value_enum)]
     pub graph: Option<GraphArg>,
+
+    #[command(flatten)]
+    pub logs: crate::log_policy::LogArgs,
 }
 
 /// `--graph` formats.
@@ -60,7 +64,8 @@ impl From<GraphArg> for GraphFormat {
 
 /// Runs `berth validate`; the exit code says valid (0), invalid (65) or unreadable (66).
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let parsed = match crate::input::load(&args.file) {
+    let policy = args.logs.policy()?;
+    let parsed = match crate::input::load(&args.file, &policy) {
         Ok(parsed) => parsed,
         Err(code) => return Ok(code),
     };
@@ -109,8 +114,8 @@ fn summary(parsed: &Parsed) -> String {
         def.network_mode.as_str()
     );
     if !parsed.warnings.is_empty() {
-        let ignored = plural(parsed.warnings.len(), "field");
-        line.push_str(&format!("; {ignored} ignored (see the warnings)"));
+        let warned = plural(parsed.warnings.len(), "warning");
+        line.push_str(&format!("; {warned} (see standard error)"));
     }
     line
 }

@@ -31,6 +31,8 @@ enum Kind {
     Value,
     /// A boolean switch: `true` passes `--flag`, `false` nothing.
     Switch,
+    /// A list of strings (or one string), passed as `--flag=["a","b"]` (JSON, ECS's syntax).
+    List,
 }
 
 /// One option the configuration file may set.
@@ -86,6 +88,26 @@ const KEYS: &[Key] = &[
     key("pull-inactivity-timeout", &[], Kind::Value),
     key("pull-attempts", &[], Kind::Value),
     key("pause-image", &["BERTH_PAUSE_IMAGE"], Kind::Value),
+    key(
+        "available-log-drivers",
+        &[
+            "BERTH_AVAILABLE_LOG_DRIVERS",
+            "ECS_AVAILABLE_LOGGING_DRIVERS",
+        ],
+        Kind::List,
+    ),
+    key(
+        "log-driver-fallback",
+        &["BERTH_LOG_DRIVER_FALLBACK"],
+        Kind::Value,
+    ),
+];
+
+/// The log driver keys: every subcommand that resolves task definitions takes them, so
+/// `validate`, `run` and the agent agree on what a definition becomes on this host.
+const LOG_KEYS: [(&str, &str); 2] = [
+    ("available-log-drivers", "available-log-drivers"),
+    ("log-driver-fallback", "log-driver-fallback"),
 ];
 
 /// The keys `berth run` takes (the task-running options it shares with the agent; not the
@@ -100,7 +122,10 @@ const RUN: &[(&str, &str)] = &[
     ("pull-inactivity-timeout", "pull-inactivity-timeout"),
     ("pull-attempts", "pull-attempts"),
     ("pause-image", "pause-image"),
+    LOG_KEYS[0],
+    LOG_KEYS[1],
 ];
+const VALIDATE: &[(&str, &str)] = &LOG_KEYS;
 const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-host")];
 /// The client commands reach the agent's socket with `--agent`.
 const CLIENT: &[(&str, &str)] = &[("api-socket", "agent")];
@@ -122,15 +147,18 @@ const AGENT: &[(&str, &str)] = &[
     ("pull-inactivity-timeout", "pull-inactivity-timeout"),
     ("pull-attempts", "pull-attempts"),
     ("pause-image", "pause-image"),
+    LOG_KEYS[0],
+    LOG_KEYS[1],
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
-/// (`validate`, `volume-plugin`, `completions`) take none: they read the file only when `--config`
-/// names it (then it is still checked), never the default one.
+/// (`volume-plugin`, `completions`) take none: they read the file only when `--config` names it
+/// (then it is still checked), never the default one.
 fn keys_of(subcommand: &str) -> &'static [(&'static str, &'static str)] {
     match subcommand {
         "agent" => AGENT,
         "run" => RUN,
+        "validate" => VALIDATE,
         "gc" => GC,
         "submit" | "ps" | "inspect" | "stop" | "rm" | "events" => CLIENT,
         "logs" => LOGS,
@@ -201,8 +229,8 @@ fn layer(
     }
     let explicit = explicit_config(&argv);
     let applies = argv[pos].to_str().map(keys_of).unwrap_or(&[]);
-    // A subcommand that takes no key (validate, completions, volume-plugin) does not read the
-    // default file at all: a broken /etc/berth/berth.toml must not break `berth validate`.
+    // A subcommand that takes no key (completions, volume-plugin) does not read the default file
+    // at all: a broken /etc/berth/berth.toml must not break them.
     if applies.is_empty() && explicit.is_none() {
         return Ok(argv);
     }
@@ -233,6 +261,26 @@ fn layer(
             (Kind::Switch, toml::Value::Boolean(b)) => b.then_some(None),
             (Kind::Value, toml::Value::String(s)) => Some(Some(s.clone())),
             (Kind::Value, toml::Value::Integer(n)) => Some(Some(n.to_string())),
+            (Kind::List, toml::Value::String(s)) => Some(Some(s.clone())),
+            (Kind::List, toml::Value::Array(items)) => {
+                let mut names = Vec::new();
+                for item in items {
+                    match item {
+                        toml::Value::String(s) => names.push(s.clone()),
+                        other => anyhow::bail!(
+                            "{}: option {name:?} must be a list of strings, found a list holding {}",
+                            path.display(),
+                            other.type_str()
+                        ),
+                    }
+                }
+                Some(Some(serde_json::to_string(&names)?))
+            }
+            (Kind::List, other) => anyhow::bail!(
+                "{}: option {name:?} must be a list of strings (or one string), found {}",
+                path.display(),
+                other.type_str()
+            ),
             (Kind::Switch, other) => anyhow::bail!(
                 "{}: option {name:?} must be a boolean (true or false), found {}",
                 path.display(),
@@ -321,6 +369,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     };
     t.insert("log-format".into(), fmt.into());
     put_pull(&mut t, &args.pull)?;
+    crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
     Ok(toml::to_string(&t)?)
 }
 
@@ -330,6 +379,7 @@ pub fn run_toml(args: &crate::cmd_run::Args) -> anyhow::Result<String> {
     put_common(&mut t, &args.data_dir, &args.docker_host);
     t.insert("volume-plugin".into(), args.volume_plugin.clone().into());
     put_pull(&mut t, &args.pull)?;
+    crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
     Ok(toml::to_string(&t)?)
 }
 
@@ -471,9 +521,9 @@ mod tests {
 
     #[test]
     fn a_subcommand_without_keys_does_not_read_a_broken_default_file() {
-        let argv = layered(&["berth", "validate", "t.json"], "cleanup-wait = \n", &[])
+        let argv = layered(&["berth", "completions", "bash"], "cleanup-wait = \n", &[])
             .expect("the default file is not read");
-        assert_eq!(strs(&argv), ["berth", "validate", "t.json"]);
+        assert_eq!(strs(&argv), ["berth", "completions", "bash"]);
         let err = layered(
             &["berth", "validate", "--config", "/x/b.toml", "t.json"],
             "cleanup-wait = \n",
@@ -507,7 +557,7 @@ mod tests {
 
     #[test]
     fn each_subcommand_takes_the_keys_that_apply_to_it() {
-        let file = "data-dir = \"/d\"\napi-socket = \"/s.sock\"\nmetadata-addr = \"127.0.0.1:1\"\npull-attempts = 2\ndocker-host = \"unix:///d.sock\"\n";
+        let file = "data-dir = \"/d\"\napi-socket = \"/s.sock\"\nmetadata-addr = \"127.0.0.1:1\"\npull-attempts = 2\ndocker-host = \"unix:///d.sock\"\nlog-driver-fallback = \"local\"\n";
         let cases: &[(&[&str], &[&str])] = &[
             (
                 &["berth", "run", "t.json"],
@@ -516,6 +566,7 @@ mod tests {
                     "run",
                     "--data-dir=/d",
                     "--docker-host=unix:///d.sock",
+                    "--log-driver-fallback=local",
                     "--pull-attempts=2",
                     "t.json",
                 ],
@@ -547,7 +598,7 @@ mod tests {
             ),
             (
                 &["berth", "validate", "t.json"],
-                &["berth", "validate", "t.json"],
+                &["berth", "validate", "--log-driver-fallback=local", "t.json"],
             ),
             (&["berth", "--version"], &["berth", "--version"]),
         ];
@@ -559,6 +610,115 @@ mod tests {
                 crate::Cli::try_parse_from(argv).expect("clap accepts it");
             }
         }
+    }
+
+    /// The log options of the subcommands that resolve task definitions.
+    fn log_args(argv: Vec<OsString>) -> crate::log_policy::LogArgs {
+        match crate::Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(crate::Command::Agent(a)) => a.logs,
+            Ok(crate::Command::Run(a)) => a.logs,
+            Ok(crate::Command::Validate(a)) => a.logs,
+            other => panic!("not a resolving subcommand: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validate_run_and_the_agent_take_the_same_log_driver_keys() {
+        let file = "available-log-drivers = [\"json-file\", \"syslog\"]\nlog-driver-fallback = \"local\"\n";
+        for args in [
+            &["berth", "validate", "t.json"][..],
+            &["berth", "run", "t.json"][..],
+            &["berth", "agent"][..],
+        ] {
+            let argv = layered(args, file, &[]).expect("layered");
+            assert!(
+                strs(&argv).contains(&r#"--available-log-drivers=["json-file","syslog"]"#),
+                "{argv:?}"
+            );
+            let policy = log_args(argv).policy().expect("policy");
+            assert_eq!(
+                policy.available().collect::<Vec<_>>(),
+                ["json-file", "syslog"]
+            );
+            assert_eq!(policy.fallback().as_str(), "local");
+        }
+        // A string is taken as written (ECS's JSON, or commas).
+        let argv = layered(
+            &["berth", "validate", "t.json"],
+            "available-log-drivers = \"json-file,gelf\"\n",
+            &[],
+        )
+        .expect("layered");
+        let policy = log_args(argv).policy().expect("policy");
+        assert_eq!(
+            policy.available().collect::<Vec<_>>(),
+            ["gelf", "json-file"]
+        );
+        // ECS's variable beats the file.
+        let argv = layered(
+            &["berth", "agent"],
+            file,
+            &["ECS_AVAILABLE_LOGGING_DRIVERS"],
+        )
+        .expect("layered");
+        assert_eq!(
+            strs(&argv),
+            ["berth", "agent", "--log-driver-fallback=local"]
+        );
+        let err = layered(
+            &["berth", "run", "t.json"],
+            "available-log-drivers = [1]\n",
+            &[],
+        )
+        .expect_err("not strings");
+        assert_eq!(
+            format!("{err:#}"),
+            "/etc/berth/berth.toml: option \"available-log-drivers\" must be a list of strings, found a list holding integer"
+        );
+        let err =
+            layered(&["berth", "gc"], "available-log-drivers = 3\n", &[]).expect_err("not a list");
+        assert_eq!(
+            format!("{err:#}"),
+            "/etc/berth/berth.toml: option \"available-log-drivers\" must be a list of strings (or one string), found integer"
+        );
+    }
+
+    #[test]
+    fn ecs_available_logging_drivers_is_read_unless_a_flag_is_given() {
+        let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+        let with_env = |value: &str, args: &[&str]| {
+            // SAFETY: as in a_flag_beats_the_environment.
+            unsafe { std::env::set_var("ECS_AVAILABLE_LOGGING_DRIVERS", value) };
+            let result = log_args(layered(args, "", &[]).expect("layered")).policy();
+            // SAFETY: as above.
+            unsafe { std::env::remove_var("ECS_AVAILABLE_LOGGING_DRIVERS") };
+            result
+        };
+        let p = with_env(
+            r#"["json-file","awslogs"]"#,
+            &["berth", "validate", "t.json"],
+        )
+        .expect("policy");
+        assert_eq!(p.available().collect::<Vec<_>>(), ["awslogs", "json-file"]);
+        let p = with_env(
+            r#"["awslogs"]"#,
+            &["berth", "agent", "--available-log-drivers=syslog"],
+        )
+        .expect("policy");
+        assert_eq!(
+            p.available().collect::<Vec<_>>(),
+            ["syslog"],
+            "the flag wins"
+        );
+        let err = with_env(r#"["json-file""#, &["berth", "run", "t.json"]).expect_err("bad JSON");
+        assert!(
+            format!("{err:#}").starts_with(
+                "ECS_AVAILABLE_LOGGING_DRIVERS=[\"json-file\": expected a JSON list of log driver names"
+            ),
+            "{err:#}"
+        );
+        let p = with_env("", &["berth", "run", "t.json"]).expect("empty is unset");
+        assert_eq!(p, berth_model::logging::LogPolicy::default());
     }
 
     #[test]

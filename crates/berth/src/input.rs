@@ -1,6 +1,7 @@
 //! Reading a task definition from a file or standard input (`-`) and reporting what is wrong with
 //! it, the same way for every subcommand that takes one (`validate`, `run`).
 
+use berth_model::logging::LogPolicy;
 use berth_model::{Parsed, Problem};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -20,10 +21,11 @@ pub fn print_warnings(warnings: &[Problem]) {
     }
 }
 
-/// Read and parse a task definition. On failure everything is already reported on standard error
-/// (every problem as `PATH: message`, then the warnings that may explain them) and the exit code
-/// to use is returned: 66 unreadable, 65 invalid.
-pub fn load(path: &Path) -> Result<Parsed, ExitCode> {
+/// Read and parse a task definition, then resolve its log drivers for this host (`policy`: the
+/// same for `validate` and `run`, so both say and do the same). On failure everything is already
+/// reported on standard error (every problem as `PATH: message`, then the warnings that may
+/// explain them) and the exit code to use is returned: 66 unreadable, 65 invalid.
+pub fn load(path: &Path, policy: &LogPolicy) -> Result<Parsed, ExitCode> {
     let from_stdin = path.as_os_str() == "-";
     let read = if from_stdin {
         let mut bytes = Vec::new();
@@ -47,7 +49,8 @@ pub fn load(path: &Path) -> Result<Parsed, ExitCode> {
         }
     };
     match berth_model::parse_bytes(&bytes) {
-        Ok(parsed) => {
+        Ok(mut parsed) => {
+            berth_model::logging::apply_to_parsed(&mut parsed, policy);
             print_warnings(&parsed.warnings);
             Ok(parsed)
         }

@@ -10,6 +10,7 @@ mod cmd_volume_plugin;
 mod config;
 mod datadir;
 mod input;
+mod log_policy;
 mod metrics;
 mod output;
 
@@ -27,8 +28,9 @@ use std::process::ExitCode;
 struct Cli {
     /// A TOML file of options, keys the agent's long option names (e.g. cleanup-wait = "10m").
     /// Every subcommand takes the keys that apply to it: the agent all of them; `run` data-dir,
-    /// docker-host, volume-plugin and the pull-* keys; `gc` data-dir and docker-host; the client
-    /// commands api-socket (as --agent), `logs` also docker-host; others none. Keys that do not
+    /// docker-host, volume-plugin, the pull-* keys and the log driver keys; `validate` the log
+    /// driver keys (available-log-drivers, log-driver-fallback); `gc` data-dir and docker-host;
+    /// the client commands api-socket (as --agent), `logs` also docker-host; others none. Keys that do not
     /// apply are ignored; an unknown key is an error (exit 78). Missing is fine at the default
     /// path; a file given explicitly must exist.
     #[arg(long, global = true, value_name = "FILE", default_value = config::DEFAULT_CONFIG)]

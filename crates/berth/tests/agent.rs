@@ -646,7 +646,7 @@ fn configuration_layers_file_then_environment_then_flags() {
     let cfg = dir.path().join("berth.toml");
     std::fs::write(
         &cfg,
-        "cleanup-wait = \"10m\"\npull-behavior = \"once\"\npull-attempts = 3\npull-dependent-upfront = true\nmetadata-addr = \"127.0.0.1:6000\"\n",
+        "cleanup-wait = \"10m\"\npull-behavior = \"once\"\npull-attempts = 3\npull-dependent-upfront = true\nmetadata-addr = \"127.0.0.1:6000\"\navailable-log-drivers = [\"json-file\", \"syslog\"]\n",
     )
     .expect("config");
     let print = |env: &[(&str, &str)], flags: &[&str]| {
@@ -660,6 +660,9 @@ fn configuration_layers_file_then_environment_then_flags() {
             "BERTH_IMAGE_PULL_BEHAVIOR",
             "ECS_IMAGE_PULL_BEHAVIOR",
             "BERTH_METADATA_ADDR",
+            "BERTH_AVAILABLE_LOG_DRIVERS",
+            "ECS_AVAILABLE_LOGGING_DRIVERS",
+            "BERTH_LOG_DRIVER_FALLBACK",
         ] {
             cmd.env_remove(k);
         }
@@ -680,12 +683,23 @@ fn configuration_layers_file_then_environment_then_flags() {
     assert_eq!(t["pull-behavior"].as_str(), Some("once"));
     assert_eq!(t["pull-attempts"].as_integer(), Some(3));
     assert_eq!(t["pull-dependent-upfront"].as_bool(), Some(true));
+    assert_eq!(
+        t["available-log-drivers"].to_string(),
+        r#"["json-file", "syslog"]"#
+    );
+    assert_eq!(t["log-driver-fallback"].as_str(), Some("json-file"));
     let t = print(
         &[
             ("ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION", "20m"),
             ("BERTH_IMAGE_PULL_BEHAVIOR", "always"),
+            ("ECS_AVAILABLE_LOGGING_DRIVERS", r#"["awslogs"]"#),
         ],
         &[],
+    );
+    assert_eq!(
+        t["available-log-drivers"].to_string(),
+        r#"["awslogs"]"#,
+        "ECS's variable beats the file"
     );
     assert_eq!(
         t["cleanup-wait"].as_str(),
@@ -965,4 +979,119 @@ fn an_api_socket_path_that_is_a_regular_file_is_refused_and_kept() {
         "{err}"
     );
     assert_eq!(std::fs::read(&file).expect("kept"), b"data");
+}
+
+/// `berth logs TASK CONTAINER` against the agent: exit code, stdout, stderr.
+fn berth_logs(agent: &Agent, id: &str, container: &str) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["logs", id, container, "--agent"])
+        .arg(agent.socket())
+        .output()
+        .expect("berth logs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_awslogs_task_is_submitted_with_a_warning_and_berth_logs_shows_its_output() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-awslogs-");
+    let _g = FamilyGuard(family.clone());
+    // Shaped like the awslogs containers of aws-samples/aws-containers-task-definitions and the
+    // ECS developer guide's awslogs example (group, region, stream prefix, create-group).
+    // The container also reads its own metadata: it shows the driver Docker was given.
+    let script = r#"echo hello-awslogs; echo err-awslogs >&2
+for i in $(seq 50); do out=$(wget -qO- "$ECS_CONTAINER_METADATA_URI_V4") && break; sleep 0.2; done
+echo "$out" | grep -o '"Log[A-Za-z]*":[^,}]*'"#;
+    let mut c = container("app", script);
+    c["logConfiguration"] = json!({"logDriver": "awslogs", "options": {
+        "awslogs-group": "/ecs/berth-agent-test", "awslogs-region": "eu-west-1",
+        "awslogs-stream-prefix": "app", "awslogs-create-group": "true"}});
+    let def = json!({"family": family, "containerDefinitions": [c]});
+    let file = agent.dir.path().join("awslogs.json");
+    std::fs::write(&file, def.to_string()).expect("write");
+    let (code, out, err) = agent.cli(&["submit", file.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        err,
+        "warning: containerDefinitions[0].logConfiguration.logDriver: log driver \"awslogs\" is not available on this host (available: json-file, local, none); the container logs to \"json-file\" instead without its options (awslogs-create-group, awslogs-group, awslogs-region, awslogs-stream-prefix); declare the driver available with --available-log-drivers (ECS_AVAILABLE_LOGGING_DRIVERS), or choose the replacement with --log-driver-fallback\n"
+    );
+    let id = out.trim().to_string();
+    let v = agent.wait_for(&id, "stopped", stopped);
+    assert_eq!(v["exitCode"], 0, "{v}\n{}", agent.log());
+    let docker_id = v["containers"][0]["dockerId"].as_str().expect("created");
+    let log =
+        berth_testkit::docker_cli(&["inspect", "-f", "{{.HostConfig.LogConfig.Type}}", docker_id]);
+    assert_eq!(log.trim(), "json-file");
+    let (code, out, err) = berth_logs(&agent, &id, "app");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out, "hello-awslogs\n\"LogDriver\":\"json-file\"\n",
+        "the metadata shows the resolved driver, without awslogs options"
+    );
+    assert_eq!(err, "err-awslogs\n");
+}
+
+#[test]
+fn berth_logs_says_when_docker_keeps_no_logs_and_when_it_reads_a_local_copy() {
+    // syslog is declared available; the test's own UDP socket is the syslog server, so the
+    // driver accepts every line and Docker's dual-logging copy holds them all.
+    let server = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+    let addr = format!("udp://{}", server.local_addr().expect("addr"));
+    let mut agent = Agent {
+        dir: tempfile::tempdir().expect("tmp"),
+        child: None,
+        cleanup_wait: "1h",
+        port: free_port(),
+    };
+    agent.restart_with(&[
+        "--available-log-drivers",
+        r#"["json-file","none","syslog"]"#,
+    ]);
+    let family = unique_name("agent-nologs-");
+    let _g = FamilyGuard(family.clone());
+    let with_log = |name: &str, log: Value| {
+        let mut c = container(name, &format!("echo from-{name}"));
+        c["essential"] = json!(false);
+        c["logConfiguration"] = log;
+        c
+    };
+    let mut last = container("last", "sleep 0.5");
+    last["dependsOn"] = json!([
+        {"containerName": "quiet", "condition": "COMPLETE"},
+        {"containerName": "relayed", "condition": "COMPLETE"},
+        {"containerName": "uncached", "condition": "COMPLETE"}
+    ]);
+    let def = json!({"family": family, "containerDefinitions": [
+        with_log("quiet", json!({"logDriver": "none"})),
+        with_log("relayed", json!({"logDriver": "syslog", "options": {"syslog-address": addr}})),
+        with_log("uncached", json!({"logDriver": "syslog", "options": {"syslog-address": addr, "cache-disabled": "true"}})),
+        last,
+    ]});
+    let id = agent.submit(&def);
+    let v = agent.wait_for(&id, "stopped", stopped);
+    assert_eq!(v["exitCode"], 0, "{v}\n{}", agent.log());
+
+    let (code, out, err) = berth_logs(&agent, &id, "quiet");
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err,
+        "berth: error: container quiet logs through the \"none\" driver: Docker keeps nothing, so there are no logs to show (give it json-file or local, in its logConfiguration or as --log-driver-fallback, to keep them)\n"
+    );
+    let (code, out, err) = berth_logs(&agent, &id, "uncached");
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err,
+        "berth: error: container uncached logs through the \"syslog\" driver and Docker keeps no local copy (its dual-logging cache is disabled): read the logs where the driver delivers them\n"
+    );
+    let (code, out, err) = berth_logs(&agent, &id, "relayed");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "from-relayed\n");
+    assert_eq!(
+        err,
+        "berth: note: container relayed logs through the \"syslog\" driver, which sends its output elsewhere; what follows is Docker's local copy (dual logging), which holds only what the driver accepted\n"
+    );
 }

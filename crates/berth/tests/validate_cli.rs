@@ -89,7 +89,7 @@ fn warnings_go_to_stderr() {
     assert_eq!(
         text(&out.stdout),
         "greeter:3 is valid: 1 container (1 essential), 0 volumes, network mode bridge; \
-         7 fields ignored (see the warnings)\n"
+         7 warnings (see standard error)\n"
     );
     let stderr = text(&out.stderr);
     assert_eq!(stderr.lines().count(), 7, "{stderr}");
@@ -245,4 +245,102 @@ fn help_explains_output_and_exit_status() {
     ] {
         assert!(help.contains(needle), "missing {needle:?} in\n{help}");
     }
+}
+
+/// `berth validate` with the log policy of `args` (and an empty configuration file, so the
+/// machine's own /etc/berth/berth.toml cannot change the answer), `env` set.
+fn validate_logs(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["validate", "--config", "/dev/null"])
+        .args(args)
+        .arg("crates/berth-model/tests/fixtures/shapes/ec2-awslogs.json")
+        .current_dir(workspace())
+        .env_remove("ECS_AVAILABLE_LOGGING_DRIVERS")
+        .env_remove("BERTH_AVAILABLE_LOG_DRIVERS")
+        .env_remove("BERTH_LOG_DRIVER_FALLBACK")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("running berth")
+}
+
+/// The `logDriver` warnings of a validate run.
+fn log_warnings(out: &Output) -> Vec<String> {
+    text(&out.stderr)
+        .lines()
+        .filter(|l| l.contains(".logConfiguration.logDriver"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_log_driver_the_host_lacks_is_replaced_with_one_warning_naming_the_fix() {
+    let out = validate_logs(&[], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        log_warnings(&out),
+        [
+            "warning: containerDefinitions[0].logConfiguration.logDriver: log driver \"awslogs\" is not available on this host (available: json-file, local, none); the container logs to \"json-file\" instead without its options (awslogs-create-group, awslogs-group, awslogs-region, awslogs-stream-prefix); declare the driver available with --available-log-drivers (ECS_AVAILABLE_LOGGING_DRIVERS), or choose the replacement with --log-driver-fallback",
+            "warning: containerDefinitions[1].logConfiguration.logDriver: log driver \"syslog\" is not available on this host (available: json-file, local, none); the container logs to \"json-file\" instead without its options (syslog-address, tag); declare the driver available with --available-log-drivers (ECS_AVAILABLE_LOGGING_DRIVERS), or choose the replacement with --log-driver-fallback",
+        ]
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "shop-api is valid: 3 containers (1 essential), 0 volumes, network mode bridge; 3 warnings (see standard error)\n"
+    );
+
+    // Declared available (ECS's variable, the flag, the BERTH_ variable): passed through.
+    let out = validate_logs(
+        &[],
+        &[(
+            "ECS_AVAILABLE_LOGGING_DRIVERS",
+            r#"["json-file","awslogs","syslog"]"#,
+        )],
+    );
+    assert_eq!(log_warnings(&out), Vec::<String>::new());
+    let out = validate_logs(&["--available-log-drivers", "syslog"], &[]);
+    let warned = log_warnings(&out);
+    // json-file is not declared, but it is the fallback, which is always available.
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].contains("\"awslogs\" is not available on this host (available: syslog)"),
+        "{warned:?}"
+    );
+    let out = validate_logs(
+        &["--log-driver-fallback", "local"],
+        &[("BERTH_AVAILABLE_LOG_DRIVERS", "awslogs,json-file")],
+    );
+    let warned = log_warnings(&out);
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].contains("\"syslog\" is not available on this host (available: awslogs, json-file); the container logs to \"local\" instead"),
+        "{warned:?}"
+    );
+}
+
+#[test]
+fn bad_log_policies_are_clear_errors() {
+    let out = validate_logs(&["--available-log-drivers", "[json-file]"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("invalid value '[json-file]' for '--available-log-drivers <LIST>': expected a JSON list of log driver names such as [\"json-file\",\"syslog\"] (ECS's syntax), or names separated by commas"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = validate_logs(
+        &[],
+        &[("ECS_AVAILABLE_LOGGING_DRIVERS", "json-file syslog")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "berth: error: ECS_AVAILABLE_LOGGING_DRIVERS=json-file syslog: \"json-file syslog\" is not a log driver name: use only letters, digits and . _ - / : @\n"
+    );
+    let out = validate_logs(&["--log-driver-fallback", "awsfirelens"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("the fallback cannot be awsfirelens"),
+        "{}",
+        text(&out.stderr)
+    );
 }

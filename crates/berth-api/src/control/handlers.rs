@@ -83,8 +83,10 @@ pub async fn submit<C: ControlPlane>(
     let parsed = berth_model::parse_bytes(&body).map_err(|invalid| ControlError::Invalid {
         problems: invalid.problems.iter().map(ToString::to_string).collect(),
     })?;
-    let warnings = parsed.warnings.iter().map(ToString::to_string).collect();
-    let task = plane.submit(parsed.definition).await?;
+    let mut warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
+    let submitted = plane.submit(parsed.definition).await?;
+    warnings.extend(submitted.warnings);
+    let task = submitted.task;
     Ok((StatusCode::CREATED, Json(SubmitResponse { task, warnings })).into_response())
 }
 

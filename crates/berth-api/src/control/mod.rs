@@ -52,6 +52,14 @@ impl Phase {
     }
 }
 
+/// A submitted task: its id, and what the plane warns about beyond the definition check (for
+/// example a log driver this host does not have, replaced by its fallback), `PATH: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    pub task: String,
+    pub warnings: Vec<String>,
+}
+
 /// What the control API needs from the agent. Implemented by `berth agent` (the task table, the
 /// store, the actors) and by fakes in tests.
 ///
@@ -59,11 +67,12 @@ impl Phase {
 /// implementation reports what it finds when it acts (e.g. [`ControlError::AlreadyStopped`] from
 /// [`ControlPlane::stop`] when the task stopped meanwhile).
 pub trait ControlPlane: Send + Sync + 'static {
-    /// Store a new task of this (valid) definition and start it; its id.
+    /// Store a new task of this (valid) definition and start it; its id and the plane's own
+    /// warnings (it may adapt the definition to the host first, as the agent does with log drivers).
     fn submit(
         &self,
         definition: TaskDefinition,
-    ) -> impl Future<Output = Result<String, ControlError>> + Send;
+    ) -> impl Future<Output = Result<Submitted, ControlError>> + Send;
 
     /// Every task the agent keeps (until its cleanup), unfiltered.
     fn list(&self) -> impl Future<Output = Result<Vec<TaskView>, ControlError>> + Send;

@@ -451,19 +451,23 @@ impl Checker {
                 "logDriver" => {
                     driver_seen = true;
                     driver = match self.string(&f.path, f.value) {
-                        Some("json-file") => Some(LogDriver::JsonFile),
-                        Some("local") => Some(LogDriver::Local),
-                        Some("none") => Some(LogDriver::None),
-                        Some(other) => {
+                        Some(LogDriver::AWSFIRELENS) => {
                             self.error(
                                 &f.path,
-                                format!(
-                                    "log driver {} is not supported by berth; use json-file, local or none",
-                                    quote(other)
-                                ),
+                                "log driver \"awsfirelens\" (FireLens) is not supported by berth yet; until it is, send the logs to your router with a Docker log driver such as fluentd",
                             );
                             None
                         }
+                        Some(name) => match crate::logging::check_driver_name(name) {
+                            Ok(()) => Some(LogDriver::new(name)),
+                            Err(why) => {
+                                self.error(
+                                    &f.path,
+                                    format!("{} is not a log driver name: {why}", quote(name)),
+                                );
+                                None
+                            }
+                        },
                         None => None,
                     };
                 }
@@ -474,7 +478,7 @@ impl Checker {
         if !driver_seen {
             self.error(
                 key_path(path, "logDriver"),
-                "missing required field; use json-file, local or none",
+                "missing required field; name a Docker log driver, for example \"json-file\"",
             );
         }
         Some(LogConfiguration {

@@ -6,7 +6,7 @@ use super::rules::{CONTAINER, edit_distance, unknown_field_message};
 use super::*;
 use crate::types::{
     Condition, Dependency, DockerVolumeConfiguration, EfsVolumeConfiguration, EnvVar, GpuRequest,
-    HealthCheck, LogDriver, MountPoint, NetworkMode, PortMapping, Protocol, Ulimit, Volume,
+    HealthCheck, MountPoint, NetworkMode, PortMapping, Protocol, Ulimit, Volume,
     VolumeFrom, VolumeKind, VolumeScope,
 };
 use std::collections::BTreeMap;
@@ -519,8 +519,11 @@ fn all_container_fields_are_read() {
             }
         ]
     );
-    let log = web.log_configuration.as_ref().map(|l| l.log_driver);
-    assert_eq!(log, Some(LogDriver::JsonFile));
+    let log = web
+        .log_configuration
+        .as_ref()
+        .map(|l| l.log_driver.as_str());
+    assert_eq!(log, Some("json-file"));
     let db = &def.container_definitions[0];
     assert_eq!(
         db.health_check,
@@ -1326,12 +1329,29 @@ fn docker_labels_must_be_strings() {
 
 #[test]
 fn log_configuration_rules() {
+    // Any Docker log driver name parses, options and all: which ones the host can use is the log
+    // policy's decision (crate::logging), not the parser's.
+    let parsed = parse(&task(&c(
+        "web",
+        r#""logConfiguration": {"logDriver": "awslogs", "options": {"awslogs-group": "g"}}"#,
+    )))
+    .expect("awslogs parses");
+    let log = parsed.definition.container_definitions[0]
+        .log_configuration
+        .clone()
+        .expect("a log configuration");
+    assert_eq!(log.log_driver.as_str(), "awslogs");
+    assert_eq!(
+        log.options.get("awslogs-group").map(String::as_str),
+        Some("g")
+    );
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     assert_eq!(
         one(&task(&c(
             "web",
-            r#""logConfiguration": {"logDriver": "awslogs", "options": {"awslogs-group": "g"}}"#
+            r#""logConfiguration": {"logDriver": "awsfirelens"}"#
         ))),
-        r#"containerDefinitions[0].logConfiguration.logDriver: log driver "awslogs" is not supported by berth; use json-file, local or none"#
+        r#"containerDefinitions[0].logConfiguration.logDriver: log driver "awsfirelens" (FireLens) is not supported by berth yet; until it is, send the logs to your router with a Docker log driver such as fluentd"#
     );
     assert_eq!(
         problems(&task(&c(
@@ -1339,18 +1359,42 @@ fn log_configuration_rules() {
             r#""logConfiguration": {"options": {"max-size": 10}, "secretOptions": [{"name": "x", "valueFrom": "y"}]}"#
         ))),
         vec![
-            "containerDefinitions[0].logConfiguration.logDriver: missing required field; use json-file, local or none",
+            r#"containerDefinitions[0].logConfiguration.logDriver: missing required field; name a Docker log driver, for example "json-file""#,
             "containerDefinitions[0].logConfiguration.options.max-size: expected a string, found a number (10)",
             "containerDefinitions[0].logConfiguration.secretOptions: secretOptions is not supported by berth",
         ]
     );
-    for driver in ["json-file", "local", "none"] {
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""logConfiguration": {"logDriver": ""}}, {"name": "b", "image": "i", "logConfiguration": {"logDriver": "json file"}"#
+        ))),
+        vec![
+            r#"containerDefinitions[0].logConfiguration.logDriver: "" is not a log driver name: it is empty"#,
+            r#"containerDefinitions[1].logConfiguration.logDriver: "json file" is not a log driver name: use only letters, digits and . _ - / : @"#,
+        ]
+    );
+    for driver in [
+        "json-file",
+        "local",
+        "none",
+        "syslog",
+        "journald",
+        "gelf",
+        "fluentd",
+        "splunk",
+        "logentries",
+        "sumologic",
+        "gcplogs",
+        "grafana/loki-docker-driver:latest",
+    ] {
         assert!(
             parse(&task(&c(
                 "web",
                 &format!(r#""logConfiguration": {{"logDriver": "{driver}"}}"#)
             )))
-            .is_ok()
+            .is_ok(),
+            "{driver}"
         );
     }
 }

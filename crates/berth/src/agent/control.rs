@@ -8,7 +8,7 @@
 //! answered (a stop that finds the actor gone reports the task as already stopped).
 
 use super::Agent;
-use berth_api::control::{CleanupView, ControlError, ControlPlane, Phase, TaskView};
+use berth_api::control::{CleanupView, ControlError, ControlPlane, Phase, Submitted, TaskView};
 use berth_engine::report::now_ms;
 use berth_engine::{Command, Status, TaskState};
 use berth_model::TaskDefinition;
@@ -29,8 +29,14 @@ fn cleanup_view(c: &berth_store::Cleanup) -> CleanupView {
 }
 
 impl ControlPlane for Control {
-    async fn submit(&self, definition: TaskDefinition) -> Result<String, ControlError> {
+    async fn submit(&self, mut definition: TaskDefinition) -> Result<Submitted, ControlError> {
         let agent = &self.0;
+        // This host's log drivers, decided once: the stored definition is what Docker is given,
+        // so a restarted agent with another policy keeps what the task started with.
+        let warnings = berth_model::logging::apply(&mut definition, &agent.log_policy)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         let state = TaskState::new(berth_engine::new_task_id(), definition, now_ms());
         // Stored (with every container's Docker name) before anything is created.
         agent
@@ -41,7 +47,7 @@ impl ControlPlane for Control {
         let id = state.id.clone();
         agent.metrics.task_submitted();
         agent.spawn(state, super::Start::New);
-        Ok(id)
+        Ok(Submitted { task: id, warnings })
     }
 
     async fn list(&self) -> Result<Vec<TaskView>, ControlError> {
