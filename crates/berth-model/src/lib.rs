@@ -8,6 +8,7 @@ pub mod graph;
 pub mod linux;
 mod parse;
 mod problem;
+pub mod secret;
 pub mod types;
 
 pub use graph::{DependencyGraph, GraphFormat};
