@@ -1,7 +1,7 @@
 //! berth-engine: runs tasks. A pure decision core ([`decide`]) over plain task state ([`state`]),
 //! the per-task actor that performs its effects ([`actor`]) through the [`runtime::Runtime`] trait,
-//! the one task cleanup ([`cleanup`]), create specs ([`spec`]) and the reports people and tools
-//! read ([`report`]).
+//! the one task cleanup ([`cleanup`]), create specs ([`spec`]), the secret provider seam
+//! ([`secrets`]) and the reports people and tools read ([`report`]).
 //!
 //! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never
 //! unmounts or deletes directory trees itself ([`cleanup`] asks `berth-fs`).
@@ -15,6 +15,7 @@ pub mod fake;
 pub mod pull;
 pub mod report;
 pub mod runtime;
+pub mod secrets;
 pub mod spec;
 pub mod state;
 

@@ -3,6 +3,7 @@
 //! Pure: names, labels, mounts, limits, health check units (ECS seconds → nanoseconds) are all decided
 //! here, so they are unit-tested without Docker. The runtime only translates field by field.
 
+use crate::secrets::ContainerValues;
 use crate::state::TaskState;
 use berth_model::{EfsVolumeConfiguration, NetworkMode, VolumeKind, VolumeScope};
 use std::collections::BTreeMap;
@@ -382,12 +383,27 @@ pub fn container_labels(state: &TaskState, i: usize) -> BTreeMap<String, String>
 }
 
 /// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`]; `metadata`, when
-/// the metadata endpoint is served, adds its environment variables.
+/// the metadata endpoint is served, adds its environment variables. For a container with
+/// `secrets`, `secretOptions` or `environmentFiles` use [`container_spec_with_values`].
 pub fn container_spec(
     state: &TaskState,
     i: usize,
     volumes: &[(String, VolumePlan)],
     metadata: Option<&MetadataEndpoint>,
+) -> ContainerSpec {
+    container_spec_with_values(state, i, volumes, metadata, &crate::secrets::NO_VALUES)
+}
+
+/// [`container_spec`] with the container's resolved values: the environment in ECS's precedence
+/// (secrets over `environment` over environment files, [`ContainerValues::environment`]) and the
+/// secret log options added to the log options (a secret with an empty value adds none, as on
+/// ECS). The spec then holds secret values: it is handed to the runtime and never saved or logged.
+pub fn container_spec_with_values(
+    state: &TaskState,
+    i: usize,
+    volumes: &[(String, VolumePlan)],
+    metadata: Option<&MetadataEndpoint>,
+    values: &ContainerValues,
 ) -> ContainerSpec {
     let def = state.def(i);
     let task = &state.definition;
@@ -446,10 +462,9 @@ pub fn container_spec(
         image: def.image.clone(),
         cmd: def.command.clone(),
         entrypoint: def.entry_point.clone(),
-        env: def
-            .environment
-            .iter()
-            .map(|e| format!("{}={}", e.name, e.value))
+        env: values
+            .environment(&def.environment)
+            .into_iter()
             .chain(
                 metadata
                     .map(|m| metadata_env(state, i, m))
@@ -494,7 +509,15 @@ pub fn container_spec(
             })
             .collect(),
         log_driver: def.log_driver().map(str::to_string),
-        log_options: def.log_options(),
+        log_options: {
+            let mut options = def.log_options();
+            for (name, value) in &values.log_options {
+                if !value.expose().is_empty() {
+                    options.insert(name.clone(), value.expose().to_owned());
+                }
+            }
+            options
+        },
         health,
         stop_timeout_secs: def.stop_timeout,
         linux: linux_spec(def),
