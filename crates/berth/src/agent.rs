@@ -108,6 +108,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub pull: PullArgs,
+
+    #[command(flatten)]
+    pub secrets: crate::secrets::SecretArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -139,6 +142,9 @@ struct Agent {
     options: Options,
     pull_behavior: PullBehavior,
     volume_plugin: String,
+    /// Where secrets come from (`--secrets-dir`, `--secrets-from-env`).
+    secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
+    environment_files_dir: Option<PathBuf>,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
@@ -203,6 +209,8 @@ impl Agent {
             metadata: self.metadata.get().cloned(),
             cancel: self.shutdown.child_token(),
             ready,
+            secrets: self.secrets.clone(),
+            environment_files_dir: self.environment_files_dir.clone(),
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -401,6 +409,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         },
         pull_behavior: args.pull.behavior()?,
         volume_plugin: args.volume_plugin.clone(),
+        secrets: args.secrets.provider()?,
+        environment_files_dir: args.secrets.environment_files_dir.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,
         engine_metrics,
@@ -419,6 +429,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         pull_upfront = agent.options.pull_upfront,
         metadata_addr = %args.metadata_addr,
         volume_plugin = %agent.volume_plugin,
+        secrets_dir = ?args.secrets.secrets_dir,
+        secrets_from_env = args.secrets.secrets_from_env,
+        environment_files_dir = ?args.secrets.environment_files_dir,
         "berth agent starting"
     );
 

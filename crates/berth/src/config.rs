@@ -85,6 +85,17 @@ const KEYS: &[Key] = &[
     key("pull-timeout", &[], Kind::Value),
     key("pull-inactivity-timeout", &[], Kind::Value),
     key("pull-attempts", &[], Kind::Value),
+    key("secrets-dir", &["BERTH_SECRETS_DIR"], Kind::Value),
+    key(
+        "secrets-from-env",
+        &["BERTH_SECRETS_FROM_ENV"],
+        Kind::Switch,
+    ),
+    key(
+        "environment-files-dir",
+        &["BERTH_ENVIRONMENT_FILES_DIR"],
+        Kind::Value,
+    ),
 ];
 
 /// The keys `berth run` takes (the task-running options it shares with the agent; not the
@@ -98,6 +109,9 @@ const RUN: &[(&str, &str)] = &[
     ("pull-timeout", "pull-timeout"),
     ("pull-inactivity-timeout", "pull-inactivity-timeout"),
     ("pull-attempts", "pull-attempts"),
+    ("secrets-dir", "secrets-dir"),
+    ("secrets-from-env", "secrets-from-env"),
+    ("environment-files-dir", "environment-files-dir"),
 ];
 const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-host")];
 /// The client commands reach the agent's socket with `--agent`.
@@ -119,6 +133,9 @@ const AGENT: &[(&str, &str)] = &[
     ("pull-timeout", "pull-timeout"),
     ("pull-inactivity-timeout", "pull-inactivity-timeout"),
     ("pull-attempts", "pull-attempts"),
+    ("secrets-dir", "secrets-dir"),
+    ("secrets-from-env", "secrets-from-env"),
+    ("environment-files-dir", "environment-files-dir"),
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
@@ -315,6 +332,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     };
     t.insert("log-format".into(), fmt.into());
     put_pull(&mut t, &args.pull)?;
+    args.secrets.put_toml(&mut t);
     Ok(toml::to_string(&t)?)
 }
 
@@ -324,6 +342,7 @@ pub fn run_toml(args: &crate::cmd_run::Args) -> anyhow::Result<String> {
     put_common(&mut t, &args.data_dir, &args.docker_host);
     t.insert("volume-plugin".into(), args.volume_plugin.clone().into());
     put_pull(&mut t, &args.pull)?;
+    args.secrets.put_toml(&mut t);
     Ok(toml::to_string(&t)?)
 }
 

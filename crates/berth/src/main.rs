@@ -12,6 +12,7 @@ mod datadir;
 mod input;
 mod metrics;
 mod output;
+mod secrets;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,7 +28,8 @@ use std::process::ExitCode;
 struct Cli {
     /// A TOML file of options, keys the agent's long option names (e.g. cleanup-wait = "10m").
     /// Every subcommand takes the keys that apply to it: the agent all of them; `run` data-dir,
-    /// docker-host, volume-plugin and the pull-* keys; `gc` data-dir and docker-host; the client
+    /// docker-host, volume-plugin, the pull-* keys, secrets-dir, secrets-from-env and
+    /// environment-files-dir; `gc` data-dir and docker-host; the client
     /// commands api-socket (as --agent), `logs` also docker-host; others none. Keys that do not
     /// apply are ignored; an unknown key is an error (exit 78). Missing is fine at the default
     /// path; a file given explicitly must exist.
