@@ -65,9 +65,23 @@ enum Command {
 
 /// Log to standard error: warnings by default, more with `BERTH_LOG=info|debug` (tracing's
 /// `EnvFilter` syntax).
+/// Crates whose debug logs carry Docker request and response bodies, and so container environments
+/// with their secret values: kept at `info` unless `BERTH_LOG` names them itself.
+const BODY_LOGGING_CRATES: &[&str] = &["bollard", "hyper", "hyper_util"];
+
 fn init_logging(json: bool, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let spec = std::env::var("BERTH_LOG").unwrap_or_default();
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&spec)
+        .ok()
+        .filter(|_| !spec.is_empty())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
+    for krate in BODY_LOGGING_CRATES {
+        if !spec.contains(krate)
+            && let Ok(directive) = format!("{krate}=info").parse()
+        {
+            filter = filter.add_directive(directive);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
