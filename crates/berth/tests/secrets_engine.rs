@@ -386,3 +386,64 @@ fn no_secret_value_in_the_store_log_events_inspect_or_metadata() {
         "the store holds the definition's valueFrom"
     );
 }
+
+#[test]
+fn the_real_world_shape_validates_and_runs_from_local_sources() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../berth-model/tests/fixtures/shapes/secrets-web-worker.json"),
+    )
+    .expect("fixture");
+    let mut def: Value = serde_json::from_str(&text).expect("JSON");
+    let family = unique_name("berth-secrets-shape-");
+    let _guard = FamilyGuard(family.clone());
+    def["family"] = json!(family);
+    for c in def["containerDefinitions"]
+        .as_array_mut()
+        .expect("containers")
+    {
+        c["dockerLabels"] = json!({"berth.test": "1"});
+        c["image"] = json!(berth_testkit::test_image());
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let secrets = dir.path().join("secrets");
+    let put = |path: &Path, text: &str| {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    put(
+        &secrets.join("rails/production/database_url"),
+        "postgres://db/app\n",
+    );
+    put(&secrets.join("rails/production/secret_key_base"), "kb\n");
+    put(&secrets.join("rails/redis"), r#"{"password": "r"}"#);
+    put(&secrets.join("rails/smtp-Qw34Er"), r#"{"username": "u"}"#);
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let s3 = dir.path().join("s3/rails-config-111122223333/production");
+    put(&s3.join("web.env"), "WEB_CONCURRENCY=2\n");
+    put(&s3.join("worker.env"), "QUEUES=default\n");
+    let s3_root = dir.path().join("s3");
+    let source_args = [
+        "--secrets-dir",
+        secrets.to_str().expect("utf-8"),
+        "--environment-files-dir",
+        s3_root.to_str().expect("utf-8"),
+    ];
+    let file = dir.path().join("task.json");
+    std::fs::write(&file, def.to_string()).expect("write");
+    let validate = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .arg("validate")
+        .args(source_args)
+        .arg(&file)
+        .output()
+        .expect("berth validate");
+    assert_eq!(
+        validate.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&validate.stderr)
+    );
+    let out = run(dir.path(), &def, &source_args);
+    let summary = out.summary().expect("summary");
+    assert_eq!(summary["exitCode"], 42, "{summary}\n{}", out.stderr);
+}
