@@ -26,6 +26,7 @@ use crate::pause;
 use crate::pull::{self as pulls, AfterFailure, PullBehavior, PullRecord};
 use crate::report::{self, PullPhase, Report, now_ms};
 use crate::runtime::{PullProgress, Runtime, RuntimeError, RuntimeEvent};
+use crate::secrets::{self, SecretProvider, TaskValues};
 use crate::spec::{self, VolumePlan};
 use crate::state::{Status, StopKind, TaskState};
 use futures_util::StreamExt;
@@ -84,6 +85,12 @@ pub struct RunConfig {
     /// (on resume) and preparing its volumes, before its first decision. The agent counts these
     /// to say when a restart's reconciliation is done.
     pub ready: Option<mpsc::UnboundedSender<String>>,
+    /// Where `secrets` and `secretOptions` are read from. Default: no source (a task with secrets
+    /// stops with a reason saying how to configure one).
+    pub secrets: Arc<dyn SecretProvider>,
+    /// The directory standing in for S3: `environmentFiles` ARN `arn:aws:s3:::<bucket>/<key>` is
+    /// read from `<dir>/<bucket>/<key>`. None: only absolute paths can be read.
+    pub environment_files_dir: Option<PathBuf>,
 }
 
 /// Counters the engine keeps for `/metrics` (shared by every task of an agent).
@@ -130,6 +137,8 @@ impl RunConfig {
             cancel: CancellationToken::new(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             ready: None,
+            secrets: Arc::new(secrets::Providers::default()),
+            environment_files_dir: None,
         }
     }
 }
@@ -214,6 +223,7 @@ pub async fn run_task<R: Runtime>(
         adopt(&*rt, &mut state).await;
     }
     let volumes = prepare_volumes(&*rt, &mut state, &config).await;
+    let values = read_secrets_and_environment_files(&mut state, &config);
     if let Some(ready) = &config.ready {
         let _ = ready.send(state.id.clone());
     }
@@ -230,7 +240,9 @@ pub async fn run_task<R: Runtime>(
         // created and every stop it decided.
         save(&config, &state, &mut saved).await;
         for action in actions {
-            spawn_effect(&rt, &config, &state, &volumes, action, &reports, &effects);
+            spawn_effect(
+                &rt, &config, &state, &volumes, &values, action, &reports, &effects,
+            );
         }
         publish(&state, &mut published, &reports, &snapshots);
         if state.is_finished() {
@@ -615,11 +627,57 @@ async fn prepare_volumes<R: Runtime>(
     Arc::new(plans)
 }
 
+/// Read, once and before anything is pulled or created, the secrets and environment files of every
+/// container not created yet (ECS's secret and environment-file task resources). The values stay
+/// in memory, for the create calls. A failure stops the task with ECS's
+/// `ResourceInitializationError` reason: every container not created yet is marked STOPPED with it,
+/// so none is created.
+fn read_secrets_and_environment_files(state: &mut TaskState, config: &RunConfig) -> TaskValues {
+    let needed = state.containers.iter().enumerate().any(|(i, _)| {
+        let def = state.def(i);
+        !def.secrets.is_empty()
+            || !def.environment_files.is_empty()
+            || !def.log_secret_options().is_empty()
+    });
+    if !needed {
+        return TaskValues::default();
+    }
+    match secrets::resolve_task(
+        state,
+        &*config.secrets,
+        config.environment_files_dir.as_deref(),
+    ) {
+        Ok(values) => values,
+        Err(reason) => {
+            // The reason names secrets and places, never a value.
+            tracing::warn!(task = %state.id, %reason, "task stopped: secrets or environment files cannot be read");
+            state.request_stop(&reason, StopKind::Failed);
+            let now = now_ms();
+            for i in 0..state.containers.len() {
+                let c = &state.containers[i];
+                if c.docker_id.is_none() && c.known < Status::Created {
+                    state.begin(
+                        &Action::MarkStopped {
+                            container: i,
+                            reason: Some(reason.clone()),
+                            exit_code: None,
+                        },
+                        now,
+                    );
+                }
+            }
+            TaskValues::default()
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn spawn_effect<R: Runtime>(
     rt: &Arc<R>,
     config: &RunConfig,
     state: &TaskState,
     volumes: &Arc<Vec<(String, VolumePlan)>>,
+    values: &TaskValues,
     action: Action,
     reports: &Reports,
     effects: &Effects,
@@ -681,7 +739,13 @@ fn spawn_effect<R: Runtime>(
             });
         }
         Action::Create(i) => {
-            let mut spec = spec::container_spec(state, i, volumes, config.metadata.as_ref());
+            let mut spec = spec::container_spec_with_values(
+                state,
+                i,
+                volumes,
+                config.metadata.as_ref(),
+                values.container(i),
+            );
             if let Some(own) = config.pause_image.as_ref().filter(|_| state.is_pause(i)) {
                 spec.image = own.clone();
             }

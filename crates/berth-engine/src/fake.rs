@@ -118,6 +118,15 @@ impl FakeRuntime {
         self.lock().calls.clone()
     }
 
+    /// The create specs of every container that exists, in no particular order.
+    pub fn created_specs(&self) -> Vec<ContainerSpec> {
+        self.lock()
+            .containers
+            .values()
+            .map(|c| c.spec.clone())
+            .collect()
+    }
+
     pub fn container_count(&self) -> usize {
         self.lock().containers.len()
     }

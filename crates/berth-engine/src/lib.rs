@@ -1,7 +1,8 @@
 //! berth-engine: runs tasks. A pure decision core ([`decide`]) over plain task state ([`state`]),
 //! the per-task actor that performs its effects ([`actor`]) through the [`runtime::Runtime`] trait,
-//! the one task cleanup ([`cleanup`]), create specs ([`spec`]), the reports people and tools
-//! read ([`report`]) and berth's offline pause image ([`pause_image`]).
+//! the one task cleanup ([`cleanup`]), create specs ([`spec`]), the secret provider seam
+//! ([`secrets`]), the reports people and tools read ([`report`]) and berth's offline pause image
+//! ([`pause_image`]).
 //!
 //! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never
 //! unmounts or deletes directory trees itself ([`cleanup`] asks `berth-fs`).
@@ -18,6 +19,7 @@ pub mod pause_image;
 pub mod pull;
 pub mod report;
 pub mod runtime;
+pub mod secrets;
 pub mod spec;
 pub mod state;
 

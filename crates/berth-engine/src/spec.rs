@@ -4,6 +4,7 @@
 //! here, so they are unit-tested without Docker. The runtime only translates field by field.
 
 use crate::pause::{self, Shares};
+use crate::secrets::ContainerValues;
 use crate::state::TaskState;
 use berth_model::{EfsVolumeConfiguration, NetworkMode, VolumeKind, VolumeScope};
 use std::collections::BTreeMap;
@@ -427,12 +428,27 @@ pub fn pause_spec(state: &TaskState, p: usize) -> ContainerSpec {
 }
 
 /// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`]; `metadata`, when
-/// the metadata endpoint is served, adds its environment variables.
+/// the metadata endpoint is served, adds its environment variables. For a container with
+/// `secrets`, `secretOptions` or `environmentFiles` use [`container_spec_with_values`].
 pub fn container_spec(
     state: &TaskState,
     i: usize,
     volumes: &[(String, VolumePlan)],
     metadata: Option<&MetadataEndpoint>,
+) -> ContainerSpec {
+    container_spec_with_values(state, i, volumes, metadata, &crate::secrets::NO_VALUES)
+}
+
+/// [`container_spec`] with the container's resolved values: the environment in ECS's precedence
+/// (secrets over `environment` over environment files, [`ContainerValues::environment`]) and the
+/// secret log options added to the log options (a secret with an empty value adds none, as on
+/// ECS). The spec then holds secret values: it is handed to the runtime and never saved or logged.
+pub fn container_spec_with_values(
+    state: &TaskState,
+    i: usize,
+    volumes: &[(String, VolumePlan)],
+    metadata: Option<&MetadataEndpoint>,
+    values: &ContainerValues,
 ) -> ContainerSpec {
     if state.is_pause(i) {
         return pause_spec(state, i);
@@ -500,10 +516,9 @@ pub fn container_spec(
         image: def.image.clone(),
         cmd: def.command.clone(),
         entrypoint: def.entry_point.clone(),
-        env: def
-            .environment
-            .iter()
-            .map(|e| format!("{}={}", e.name, e.value))
+        env: values
+            .environment(&def.environment)
+            .into_iter()
             .chain(
                 metadata
                     .map(|m| metadata_env(state, i, m))
@@ -551,7 +566,15 @@ pub fn container_spec(
             })
             .collect(),
         log_driver: def.log_driver().map(str::to_string),
-        log_options: def.log_options(),
+        log_options: {
+            let mut options = def.log_options();
+            for (name, value) in &values.log_options {
+                if !value.expose().is_empty() {
+                    options.insert(name.clone(), value.expose().to_owned());
+                }
+            }
+            options
+        },
         health,
         stop_timeout_secs: def.stop_timeout,
         linux: linux_spec(def),

@@ -9,6 +9,7 @@ pub mod linux;
 pub mod logging;
 mod parse;
 mod problem;
+pub mod secret;
 pub mod types;
 
 pub use graph::{DependencyGraph, GraphFormat};

@@ -181,7 +181,13 @@ pub fn decide(config: Option<&LogConfiguration>, policy: &LogPolicy) -> LogDecis
         Some(c) if policy.is_available(c.log_driver.as_str()) => LogDecision::Kept,
         Some(c) => LogDecision::Replaced {
             driver: policy.fallback.clone(),
-            dropped: c.options.keys().cloned().collect(),
+            // Secret log options belong to the replaced driver too: they are dropped with it.
+            dropped: c
+                .options
+                .keys()
+                .cloned()
+                .chain(c.secret_options.iter().map(|s| s.name.clone()))
+                .collect(),
         },
     }
 }
@@ -220,6 +226,7 @@ pub fn apply(definition: &mut TaskDefinition, policy: &LogPolicy) -> Vec<Problem
         *config = LogConfiguration {
             log_driver: driver,
             options: BTreeMap::new(),
+            secret_options: Vec::new(),
         };
     }
     warnings
@@ -269,6 +276,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            secret_options: Vec::new(),
         }
     }
 

@@ -117,6 +117,14 @@ pub struct ContainerDefinition {
     pub entry_point: Option<Vec<String>>,
     /// In the order given; later duplicates win when handed to Docker.
     pub environment: Vec<EnvVar>,
+    /// `secrets`: environment variables whose values come from a secret source when the container
+    /// is created. Only the references are kept (and saved), never the values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<Secret>,
+    /// `environmentFiles`, in order (the first file that sets a variable wins; `environment` and
+    /// `secrets` win over every file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment_files: Vec<EnvironmentFile>,
     pub working_directory: Option<String>,
     pub user: Option<String>,
     pub depends_on: Vec<Dependency>,
@@ -217,6 +225,8 @@ impl ContainerDefinition {
             command: None,
             entry_point: None,
             environment: Vec::new(),
+            secrets: Vec::new(),
+            environment_files: Vec::new(),
             working_directory: None,
             user: None,
             depends_on: Vec::new(),
@@ -256,6 +266,14 @@ impl ContainerDefinition {
             .map(|l| l.log_driver.as_str())
     }
 
+    /// The log options that come from secrets (empty when there is no log configuration).
+    pub fn log_secret_options(&self) -> &[Secret] {
+        self.log_configuration
+            .as_ref()
+            .map(|l| l.secret_options.as_slice())
+            .unwrap_or_default()
+    }
+
     /// The log driver's options (empty when there is no log configuration).
     pub fn log_options(&self) -> BTreeMap<String, String> {
         self.log_configuration
@@ -269,6 +287,32 @@ impl ContainerDefinition {
 pub struct EnvVar {
     pub name: String,
     pub value: String,
+}
+
+/// One `secrets` or `logConfiguration.secretOptions` entry: the environment variable (or log
+/// option) `name` gets the value of the secret `value_from` refers to (an ARN or a parameter name;
+/// [`crate::secret::SecretReference`] reads it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Secret {
+    pub name: String,
+    pub value_from: String,
+}
+
+/// One `environmentFiles` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentFile {
+    /// An S3 object ARN or an absolute path ([`crate::secret::EnvironmentFileLocation`]).
+    pub value: String,
+    /// ECS's only type, `s3`.
+    #[serde(rename = "type")]
+    pub file_type: EnvironmentFileType,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvironmentFileType {
+    S3,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -443,6 +487,9 @@ impl std::fmt::Display for LogDriver {
 pub struct LogConfiguration {
     pub log_driver: LogDriver,
     pub options: BTreeMap<String, String>,
+    /// `secretOptions`: log options whose values come from a secret source (references only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_options: Vec<Secret>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

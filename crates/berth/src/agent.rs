@@ -111,6 +111,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
+
+    #[command(flatten)]
+    pub secrets: crate::secrets::SecretArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -146,6 +149,9 @@ struct Agent {
     volume_plugin: String,
     /// The host's log drivers: a submitted definition is resolved with it before it is stored.
     log_policy: berth_model::logging::LogPolicy,
+    /// Where secrets come from (`--secrets-dir`, `--secrets-from-env`).
+    secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
+    environment_files_dir: Option<PathBuf>,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
@@ -211,6 +217,8 @@ impl Agent {
             metadata: self.metadata.get().cloned(),
             cancel: self.shutdown.child_token(),
             ready,
+            secrets: self.secrets.clone(),
+            environment_files_dir: self.environment_files_dir.clone(),
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -411,6 +419,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         pause_image: args.pull.pause_image.clone(),
         volume_plugin: args.volume_plugin.clone(),
         log_policy,
+        secrets: args.secrets.provider()?,
+        environment_files_dir: args.secrets.environment_files_dir.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,
         engine_metrics,
@@ -431,6 +441,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         volume_plugin = %agent.volume_plugin,
         available_log_drivers = %agent.log_policy.available().collect::<Vec<_>>().join(","),
         log_driver_fallback = %agent.log_policy.fallback(),
+        secrets_dir = ?args.secrets.secrets_dir,
+        secrets_from_env = args.secrets.secrets_from_env,
+        environment_files_dir = ?args.secrets.environment_files_dir,
         "berth agent starting"
     );
 

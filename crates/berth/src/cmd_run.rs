@@ -31,7 +31,8 @@ pub struct Args {
     pub file: Option<PathBuf>,
 
     /// Print the configuration this run would use (file, then environment, then flags: data-dir,
-    /// docker-host, volume-plugin, pull-*, the log drivers) as TOML and exit; FILE is not needed.
+    /// docker-host, volume-plugin, pull-*, pause-image, the log drivers, secrets-dir, secrets-from-env,
+    /// environment-files-dir) as TOML and exit; FILE is not needed.
     #[arg(long)]
     pub print_config: bool,
 
@@ -60,6 +61,9 @@ pub struct Args {
     /// the task's efsVolumeConfiguration volumes.
     #[arg(long, value_name = "DRIVER", env = "BERTH_VOLUME_PLUGIN", default_value = berth_engine::spec::DEFAULT_VOLUME_PLUGIN)]
     pub volume_plugin: String,
+
+    #[command(flatten)]
+    pub secrets: crate::secrets::SecretArgs,
 
     #[command(flatten)]
     pub metadata: MetadataArgs,
@@ -307,6 +311,8 @@ async fn run_async(
         pull_record: Arc::new(pull_record),
         volume_plugin: args.volume_plugin.clone(),
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
+        secrets: args.secrets.provider()?,
+        environment_files_dir: args.secrets.environment_files_dir.clone(),
         ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;

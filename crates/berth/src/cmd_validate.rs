@@ -20,6 +20,9 @@ Output:
               where PATH is the JSON path of the field, for example
               containerDefinitions[1].dependsOn[0].containerName; exit status 65
   unreadable  an error naming the file; exit status 66
+  secrets     with --secrets-dir, --secrets-from-env or --environment-files-dir: a
+              secret or environment file that cannot be read is reported with the reason
+              `berth run` would stop the task with; exit status 65
 
 Examples:
   berth validate examples/web-app.json
@@ -40,6 +43,12 @@ pub struct Args {
 
     #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
+
+    /// With any of these, also read every secret and environment file the definition names, as
+    /// `berth run` and the agent would with the same options: one that cannot be read is reported
+    /// with the reason the task would stop with (exit status 65). Values are never printed.
+    #[command(flatten)]
+    pub secrets: crate::secrets::SecretArgs,
 }
 
 /// `--graph` formats.
@@ -69,6 +78,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(parsed) => parsed,
         Err(code) => return Ok(code),
     };
+    if let Some(reason) = unreadable_secrets(&args.secrets, &parsed.definition)? {
+        eprintln!("the task would stop before any container is created: {reason}");
+        return Ok(ExitCode::from(65));
+    }
     let output = match args.graph {
         Some(format) => {
             DependencyGraph::new(&parsed.definition).render(&parsed.definition, format.into())
@@ -77,6 +90,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     write_stdout(&output)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// With a secret source or an environment files directory given: the reason the task would stop
+/// with when one of its secrets or environment files cannot be read (the same resolution as the
+/// actor's, so validate and run agree); None when all can, or when no option asks for the check.
+fn unreadable_secrets(
+    args: &crate::secrets::SecretArgs,
+    definition: &TaskDefinition,
+) -> anyhow::Result<Option<String>> {
+    if args.secrets_dir.is_none() && !args.secrets_from_env && args.environment_files_dir.is_none()
+    {
+        return Ok(None);
+    }
+    let provider = args.provider()?;
+    let state = berth_engine::TaskState::new(String::new(), definition.clone(), 0);
+    Ok(berth_engine::secrets::resolve_task(
+        &state,
+        &*provider,
+        args.environment_files_dir.as_deref(),
+    )
+    .err())
 }
 
 /// Writes to standard output; a closed pipe (`berth validate ... | head -1`) is not an error.

@@ -101,6 +101,17 @@ const KEYS: &[Key] = &[
         &["BERTH_LOG_DRIVER_FALLBACK"],
         Kind::Value,
     ),
+    key("secrets-dir", &["BERTH_SECRETS_DIR"], Kind::Value),
+    key(
+        "secrets-from-env",
+        &["BERTH_SECRETS_FROM_ENV"],
+        Kind::Switch,
+    ),
+    key(
+        "environment-files-dir",
+        &["BERTH_ENVIRONMENT_FILES_DIR"],
+        Kind::Value,
+    ),
 ];
 
 /// The log driver keys: every subcommand that resolves task definitions takes them, so
@@ -124,6 +135,9 @@ const RUN: &[(&str, &str)] = &[
     ("pause-image", "pause-image"),
     LOG_KEYS[0],
     LOG_KEYS[1],
+    ("secrets-dir", "secrets-dir"),
+    ("secrets-from-env", "secrets-from-env"),
+    ("environment-files-dir", "environment-files-dir"),
 ];
 const VALIDATE: &[(&str, &str)] = &LOG_KEYS;
 const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-host")];
@@ -149,6 +163,9 @@ const AGENT: &[(&str, &str)] = &[
     ("pause-image", "pause-image"),
     LOG_KEYS[0],
     LOG_KEYS[1],
+    ("secrets-dir", "secrets-dir"),
+    ("secrets-from-env", "secrets-from-env"),
+    ("environment-files-dir", "environment-files-dir"),
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
@@ -370,6 +387,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     t.insert("log-format".into(), fmt.into());
     put_pull(&mut t, &args.pull)?;
     crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
+    args.secrets.put_toml(&mut t);
     Ok(toml::to_string(&t)?)
 }
 
@@ -380,6 +398,7 @@ pub fn run_toml(args: &crate::cmd_run::Args) -> anyhow::Result<String> {
     t.insert("volume-plugin".into(), args.volume_plugin.clone().into());
     put_pull(&mut t, &args.pull)?;
     crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
+    args.secrets.put_toml(&mut t);
     Ok(toml::to_string(&t)?)
 }
 

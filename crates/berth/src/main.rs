@@ -13,6 +13,7 @@ mod input;
 mod log_policy;
 mod metrics;
 mod output;
+mod secrets;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,9 +29,10 @@ use std::process::ExitCode;
 struct Cli {
     /// A TOML file of options, keys the agent's long option names (e.g. cleanup-wait = "10m").
     /// Every subcommand takes the keys that apply to it: the agent all of them; `run` data-dir,
-    /// docker-host, volume-plugin, the pull-* keys and the log driver keys; `validate` the log
-    /// driver keys (available-log-drivers, log-driver-fallback); `gc` data-dir and docker-host;
-    /// the client commands api-socket (as --agent), `logs` also docker-host; others none. Keys that do not
+    /// docker-host, volume-plugin, the pull-* keys, pause-image, the log driver keys, secrets-dir,
+    /// secrets-from-env and environment-files-dir; `validate` the log driver keys
+    /// (available-log-drivers, log-driver-fallback); `gc` data-dir and docker-host; the client
+    /// commands api-socket (as --agent), `logs` also docker-host; others none. Keys that do not
     /// apply are ignored; an unknown key is an error (exit 78). Missing is fine at the default
     /// path; a file given explicitly must exist.
     #[arg(long, global = true, value_name = "FILE", default_value = config::DEFAULT_CONFIG)]
@@ -65,9 +67,23 @@ enum Command {
 
 /// Log to standard error: warnings by default, more with `BERTH_LOG=info|debug` (tracing's
 /// `EnvFilter` syntax).
+/// Crates whose debug logs carry Docker request and response bodies, and so container environments
+/// with their secret values: kept at `info` unless `BERTH_LOG` names them itself.
+const BODY_LOGGING_CRATES: &[&str] = &["bollard", "hyper", "hyper_util"];
+
 fn init_logging(json: bool, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let spec = std::env::var("BERTH_LOG").unwrap_or_default();
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&spec)
+        .ok()
+        .filter(|_| !spec.is_empty())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
+    for krate in BODY_LOGGING_CRATES {
+        if !spec.contains(krate)
+            && let Ok(directive) = format!("{krate}=info").parse()
+        {
+            filter = filter.add_directive(directive);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -344,3 +344,54 @@ fn bad_log_policies_are_clear_errors() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn with_a_secret_source_validate_reads_every_secret_as_run_would() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let secrets = dir.path().join("secrets");
+    fs::create_dir_all(secrets.join("prod")).expect("mkdir");
+    fs::set_permissions(&secrets, fs::Permissions::from_mode(0o700)).expect("chmod");
+    fs::write(
+        secrets.join("prod/db"),
+        "{\"password\": \"v4lue-never-shown\"}\n",
+    )
+    .expect("write");
+    fs::set_permissions(secrets.join("prod/db"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    let task = dir.path().join("task.json");
+    let write = |value_from: &str| {
+        fs::write(
+            &task,
+            format!(
+                r#"{{"family": "f", "containerDefinitions": [{{"name": "web", "image": "i", "secrets": [{{"name": "DB", "valueFrom": "{value_from}"}}]}}]}}"#
+            ),
+        )
+        .expect("write");
+    };
+    let (task_arg, secrets_arg) = (
+        task.to_str().expect("utf-8"),
+        secrets.to_str().expect("utf-8"),
+    );
+    write("arn:aws:secretsmanager:us-east-1:1:secret:prod/db-AbC123:password::");
+    let out = berth(&["validate", "--secrets-dir", secrets_arg, task_arg]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without a source option nothing is read, so a missing secret is not validate's business.
+    write("/prod/missing");
+    assert_eq!(berth(&["validate", task_arg]).status.code(), Some(0));
+    let out = berth(&["validate", "--secrets-dir", secrets_arg, task_arg]);
+    assert_eq!(out.status.code(), Some(65));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "the task would stop before any container is created: ResourceInitializationError: unable to pull secrets or registry auth: secret DB of container web (/prod/missing): not found; berth looked at file {}/prod/missing",
+            secrets.display()
+        )
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("v4lue"));
+}

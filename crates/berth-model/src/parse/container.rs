@@ -14,11 +14,15 @@ use super::checker::{Checker, index_path, key_path};
 use super::json::{Json, has_field, quote};
 use super::relations::{DependencyInfo, LinkInfo, PortInfo};
 use super::rules::{
-    CONTAINER, CONTAINER_CPU, ENV_VAR, HC_INTERVAL, HC_RETRIES, HC_START_PERIOD, HC_TIMEOUT,
-    HEALTH_CHECK, LOG_CONFIGURATION, MEMORY, MEMORY_RESERVATION, MISSING, NAME_RULE, TIMEOUT,
-    ULIMIT, ULIMIT_NAMES, valid_name,
+    CONTAINER, CONTAINER_CPU, ENV_VAR, ENVIRONMENT_FILE, HC_INTERVAL, HC_RETRIES, HC_START_PERIOD,
+    HC_TIMEOUT, HEALTH_CHECK, LOG_CONFIGURATION, MAX_ENVIRONMENT_FILES, MEMORY, MEMORY_RESERVATION,
+    MISSING, NAME_RULE, SECRET, TIMEOUT, ULIMIT, ULIMIT_NAMES, valid_name,
 };
-use crate::types::{ContainerDefinition, EnvVar, HealthCheck, LogConfiguration, LogDriver, Ulimit};
+use crate::secret::{EnvironmentFileLocation, SecretReference};
+use crate::types::{
+    ContainerDefinition, EnvVar, EnvironmentFile, EnvironmentFileType, HealthCheck,
+    LogConfiguration, LogDriver, Secret, Ulimit,
+};
 use std::collections::{BTreeMap, HashMap};
 
 /// What the cross-field checks need to know about a container.
@@ -81,6 +85,7 @@ impl Checker {
         let mut memory: Option<(u64, String)> = None;
         let mut reservation: Option<(u64, String)> = None;
         let mut max_swap_path = None;
+        let mut secret_paths = Vec::new();
         for f in self.fields(path, object, &CONTAINER) {
             let (p, v) = (f.path.as_str(), f.value);
             match f.key {
@@ -123,6 +128,11 @@ impl Checker {
                 "command" => def.command = self.string_list(p, v),
                 "entryPoint" => def.entry_point = self.string_list(p, v),
                 "environment" => def.environment = self.environment(p, v),
+                "secrets" => {
+                    let secrets = self.secrets(p, v, SecretTarget::Environment);
+                    (def.secrets, secret_paths) = secrets.into_iter().unzip();
+                }
+                "environmentFiles" => def.environment_files = self.environment_files(p, v),
                 "workingDirectory" => def.working_directory = self.absolute_path(p, v),
                 "user" => def.user = self.non_empty_string(p, v),
                 "dependsOn" => def.depends_on = self.depends_on(p, v, &mut info),
@@ -209,6 +219,17 @@ impl Checker {
                 _ => {} // `fields` only returns keys listed in CONTAINER.known.
             }
         }
+        for (secret, p) in def.secrets.iter().zip(&secret_paths) {
+            if def.environment.iter().any(|e| e.name == secret.name) {
+                self.warn(
+                    key_path(p, "name"),
+                    format!(
+                        "{} is also set in environment; the secret's value wins, as on ECS",
+                        quote(&secret.name)
+                    ),
+                );
+            }
+        }
         if !name_seen {
             self.error(key_path(path, "name"), MISSING);
         }
@@ -268,6 +289,143 @@ impl Checker {
             }
             if let Some(name) = name {
                 out.push(EnvVar { name, value });
+            }
+        }
+        out
+    }
+
+    /// `secrets` or `logConfiguration.secretOptions`: each entry with its path. Every `valueFrom` is
+    /// parsed as a [`SecretReference`] here, so a reference no source could ever resolve is an error
+    /// at validation, not when the task starts.
+    fn secrets(&mut self, path: &str, v: &Json, target: SecretTarget) -> Vec<(Secret, String)> {
+        let mut out: Vec<(Secret, String)> = Vec::new();
+        for (item, p) in self.array(path, v).unwrap_or_default() {
+            let Some(object) = self.object(&p, item) else {
+                continue;
+            };
+            let (mut name, mut value_from) = (None, None);
+            for f in self.fields(&p, object, &SECRET) {
+                match f.key {
+                    "name" => {
+                        if let Some(s) = self.non_empty_string(&f.path, f.value) {
+                            if target == SecretTarget::Environment && s.contains('=') {
+                                self.error(
+                                    &f.path,
+                                    format!("{} must not contain \"=\"", quote(&s)),
+                                );
+                            }
+                            if let Some((_, first)) = out.iter().find(|(o, _)| o.name == s) {
+                                self.warn(
+                                    &f.path,
+                                    format!(
+                                        "duplicate {} {} (also {first}); the later one wins",
+                                        target.what(),
+                                        quote(&s)
+                                    ),
+                                );
+                            }
+                            name = Some(s);
+                        }
+                    }
+                    "valueFrom" => {
+                        if let Some(s) = self.non_empty_string(&f.path, f.value) {
+                            match SecretReference::parse(&s) {
+                                Ok(_) => value_from = Some(s),
+                                Err(e) => self.error(&f.path, format!("{} {e}", quote(&s))),
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for field in ["name", "valueFrom"] {
+                if !has_field(object, field) {
+                    self.error(
+                        key_path(&p, field),
+                        match field {
+                            "name" => format!("{MISSING}: the {} to set", target.what()),
+                            _ => format!(
+                                "{MISSING}: the ARN or name of the SSM parameter or Secrets Manager secret"
+                            ),
+                        },
+                    );
+                }
+            }
+            if let (Some(name), Some(value_from)) = (name, value_from) {
+                out.push((Secret { name, value_from }, p));
+            }
+        }
+        out
+    }
+
+    /// `environmentFiles`: at most ten, each `{"value": <S3 ARN or absolute path>, "type": "s3"}`.
+    fn environment_files(&mut self, path: &str, v: &Json) -> Vec<EnvironmentFile> {
+        let mut out = Vec::new();
+        let items = self.array(path, v).unwrap_or_default();
+        if items.len() > MAX_ENVIRONMENT_FILES {
+            self.error(
+                path,
+                format!(
+                    "ECS takes at most {MAX_ENVIRONMENT_FILES} environment files per container, found {}; merge some",
+                    items.len()
+                ),
+            );
+        }
+        for (item, p) in items {
+            let Some(object) = self.object(&p, item) else {
+                continue;
+            };
+            let (mut value, mut file_type) = (None, None);
+            for f in self.fields(&p, object, &ENVIRONMENT_FILE) {
+                match f.key {
+                    "value" => {
+                        if let Some(s) = self.non_empty_string(&f.path, f.value) {
+                            match EnvironmentFileLocation::parse(&s) {
+                                Ok(_) => {
+                                    if !s.ends_with(".env") {
+                                        self.warn(
+                                            &f.path,
+                                            format!(
+                                                "{} does not end in \".env\", the extension ECS requires of environment files",
+                                                quote(&s)
+                                            ),
+                                        );
+                                    }
+                                    value = Some(s);
+                                }
+                                Err(e) => self.error(&f.path, format!("{} {e}", quote(&s))),
+                            }
+                        }
+                    }
+                    "type" => match self.string(&f.path, f.value) {
+                        Some("s3") => file_type = Some(EnvironmentFileType::S3),
+                        Some(other) => self.error(
+                            &f.path,
+                            format!(
+                                "{} is not an environment file type; use \"s3\" (also for a local path)",
+                                quote(other)
+                            ),
+                        ),
+                        None => {}
+                    },
+                    _ => {}
+                }
+            }
+            for field in ["value", "type"] {
+                if !has_field(object, field) {
+                    self.error(
+                        key_path(&p, field),
+                        match field {
+                            "value" => format!(
+                                "{MISSING}: an S3 object ARN (arn:aws:s3:::<bucket>/<key>) or an absolute path"
+                            ),
+                            _ => format!("{MISSING}; use \"s3\""),
+                        },
+                    );
+                }
+            }
+            if let (Some(value), Some(file_type)) = (value, file_type) {
+                out.push(EnvironmentFile { value, file_type });
             }
         }
         out
@@ -446,6 +604,7 @@ impl Checker {
     fn log_configuration(&mut self, path: &str, v: &Json) -> Option<LogConfiguration> {
         let object = self.object(path, v)?;
         let (mut driver, mut options, mut driver_seen) = (None, Some(BTreeMap::new()), false);
+        let mut secret_options = Vec::new();
         for f in self.fields(path, object, &LOG_CONFIGURATION) {
             match f.key {
                 "logDriver" => {
@@ -472,6 +631,13 @@ impl Checker {
                     };
                 }
                 "options" => options = self.string_map(&f.path, f.value),
+                "secretOptions" => {
+                    secret_options = self
+                        .secrets(&f.path, f.value, SecretTarget::LogOption)
+                        .into_iter()
+                        .map(|(s, _)| s)
+                        .collect();
+                }
                 _ => {}
             }
         }
@@ -484,7 +650,26 @@ impl Checker {
         Some(LogConfiguration {
             log_driver: driver?,
             options: options?,
+            secret_options,
         })
+    }
+}
+
+/// What a secret becomes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SecretTarget {
+    /// `secrets`: an environment variable.
+    Environment,
+    /// `logConfiguration.secretOptions`: a log option.
+    LogOption,
+}
+
+impl SecretTarget {
+    fn what(self) -> &'static str {
+        match self {
+            SecretTarget::Environment => "environment variable",
+            SecretTarget::LogOption => "log option",
+        }
     }
 }
 

@@ -78,6 +78,8 @@ pub(super) const CONTAINER: Schema = Schema {
         "command",
         "entryPoint",
         "environment",
+        "secrets",
+        "environmentFiles",
         "workingDirectory",
         "user",
         "dependsOn",
@@ -110,9 +112,7 @@ pub(super) const CONTAINER: Schema = Schema {
     ],
     ignored: &["credentialSpecs", "versionConsistency", "restartPolicy"],
     unsupported: &[
-        "secrets",
         "repositoryCredentials",
-        "environmentFiles",
         "firelensConfiguration",
     ],
     quiet: &[],
@@ -126,6 +126,26 @@ pub(super) const ENV_VAR: Schema = Schema {
     quiet: &[],
     aws_only: &[],
 };
+
+/// A `secrets` or `secretOptions` entry.
+pub(super) const SECRET: Schema = Schema {
+    known: &["name", "valueFrom"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+    aws_only: &[],
+};
+
+pub(super) const ENVIRONMENT_FILE: Schema = Schema {
+    known: &["value", "type"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+    aws_only: &[],
+};
+
+/// ECS takes at most ten environment files per container.
+pub(super) const MAX_ENVIRONMENT_FILES: usize = 10;
 
 pub(super) const DEPENDENCY: Schema = Schema {
     known: &["containerName", "condition"],
@@ -176,9 +196,9 @@ pub(super) const ULIMIT: Schema = Schema {
 };
 
 pub(super) const LOG_CONFIGURATION: Schema = Schema {
-    known: &["logDriver", "options"],
+    known: &["logDriver", "options", "secretOptions"],
     ignored: &[],
-    unsupported: &["secretOptions"],
+    unsupported: &[],
     quiet: &[],
     aws_only: &[],
 };
@@ -307,6 +327,8 @@ pub(super) const SCHEMAS: &[&Schema] = &[
     &TASK,
     &CONTAINER,
     &ENV_VAR,
+    &SECRET,
+    &ENVIRONMENT_FILE,
     &DEPENDENCY,
     &HEALTH_CHECK,
     &MOUNT_POINT,

@@ -1361,7 +1361,6 @@ fn log_configuration_rules() {
         vec![
             r#"containerDefinitions[0].logConfiguration.logDriver: missing required field; name a Docker log driver, for example "json-file""#,
             "containerDefinitions[0].logConfiguration.options.max-size: expected a string, found a number (10)",
-            "containerDefinitions[0].logConfiguration.secretOptions: secretOptions is not supported by berth",
         ]
     );
     assert_eq!(
@@ -1598,10 +1597,10 @@ fn fields_berth_cannot_honour_are_errors() {
     assert_eq!(
         problems(&task(&c(
             "web",
-            r#""secrets": [{"name": "A", "valueFrom": "arn:s"}], "repositoryCredentials": {"credentialsParameter": "arn:c"}"#
+            r#""firelensConfiguration": {"type": "fluentbit"}, "repositoryCredentials": {"credentialsParameter": "arn:c"}"#
         ))),
         vec![
-            "containerDefinitions[0].secrets: secrets is not supported by berth",
+            "containerDefinitions[0].firelensConfiguration: firelensConfiguration is not supported by berth",
             "containerDefinitions[0].repositoryCredentials: repositoryCredentials is not supported by berth",
         ]
     );
@@ -1609,9 +1608,102 @@ fn fields_berth_cannot_honour_are_errors() {
     assert!(
         parse(&task(&c(
             "web",
-            r#""secrets": [], "repositoryCredentials": null"#
+            r#""firelensConfiguration": {}, "repositoryCredentials": null"#
         )))
         .is_ok()
+    );
+}
+
+// --- secrets, secretOptions, environmentFiles --------------------------------------------------
+
+#[test]
+fn secrets_and_environment_files_are_read_as_references() {
+    let text = task(&c(
+        "web",
+        r#""secrets": [{"name": "DB_PASSWORD", "valueFrom": "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbC123:password::"}, {"name": "API_KEY", "valueFrom": "/prod/api-key"}],
+           "environmentFiles": [{"value": "arn:aws:s3:::my-bucket/web.env", "type": "s3"}, {"value": "/etc/berth/local.env", "type": "s3"}],
+           "logConfiguration": {"logDriver": "json-file", "secretOptions": [{"name": "tag", "valueFrom": "arn:aws:ssm:us-east-1:123456789012:parameter/log/tag"}]}"#,
+    ));
+    let def = parse(&text).expect("valid").definition;
+    let web = &def.container_definitions[0];
+    assert_eq!(
+        web.secrets,
+        vec![
+            crate::Secret {
+                name: "DB_PASSWORD".into(),
+                value_from:
+                    "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbC123:password::"
+                        .into()
+            },
+            crate::Secret {
+                name: "API_KEY".into(),
+                value_from: "/prod/api-key".into()
+            },
+        ]
+    );
+    assert_eq!(
+        web.environment_files
+            .iter()
+            .map(|f| f.value.as_str())
+            .collect::<Vec<_>>(),
+        vec!["arn:aws:s3:::my-bucket/web.env", "/etc/berth/local.env"]
+    );
+    assert_eq!(
+        web.log_secret_options(),
+        &[crate::Secret {
+            name: "tag".into(),
+            value_from: "arn:aws:ssm:us-east-1:123456789012:parameter/log/tag".into()
+        }]
+    );
+    // What is saved is the references, in ECS's names.
+    let saved = serde_json::to_value(web).expect("serializes");
+    assert_eq!(saved["secrets"][1]["valueFrom"], "/prod/api-key");
+    assert_eq!(saved["environmentFiles"][0]["type"], "s3");
+}
+
+#[test]
+fn bad_secrets_and_environment_files_are_errors_at_their_paths() {
+    let text = task(&c(
+        "web",
+        r#""environment": [{"name": "A", "value": "x"}],
+           "secrets": [{"name": "A", "valueFrom": "p"}, {"valueFrom": "arn:aws:s3:::b/k"}, {"name": "B=1"}, {"name": "C", "valueFrom": "arn:aws:secretsmanager:r:1:secret:x:k"}],
+           "environmentFiles": [{"value": "relative.env", "type": "s3"}, {"value": "/x.env", "type": "file"}, {"type": "s3"}],
+           "logConfiguration": {"logDriver": "json-file", "secretOptions": [{"name": "x", "valueFrom": ""}]}"#,
+    ));
+    assert_eq!(
+        problems(&text),
+        vec![
+            "containerDefinitions[0].secrets[1].name: missing required field: the environment variable to set",
+            r#"containerDefinitions[0].secrets[1].valueFrom: "arn:aws:s3:::b/k" names a resource of service "s3"; a secret comes from "ssm" (Parameter Store) or "secretsmanager""#,
+            "containerDefinitions[0].secrets[2].valueFrom: missing required field: the ARN or name of the SSM parameter or Secrets Manager secret",
+            r#"containerDefinitions[0].secrets[2].name: "B=1" must not contain "=""#,
+            r#"containerDefinitions[0].secrets[3].valueFrom: "arn:aws:secretsmanager:r:1:secret:x:k" an invalid ARN format for the AWS Secrets Manager secret was specified: use arn:aws:secretsmanager:<region>:<account>:secret:<name> or …:secret:<name>:<json-key>:<version-stage>:<version-id> (each of the last three may be empty)"#,
+            r#"containerDefinitions[0].environmentFiles[0].value: "relative.env" must be an S3 object ARN (arn:aws:s3:::<bucket>/<key>) or an absolute path on this host"#,
+            r#"containerDefinitions[0].environmentFiles[1].type: "file" is not an environment file type; use "s3" (also for a local path)"#,
+            "containerDefinitions[0].environmentFiles[2].value: missing required field: an S3 object ARN (arn:aws:s3:::<bucket>/<key>) or an absolute path",
+            "containerDefinitions[0].logConfiguration.secretOptions[0].valueFrom: must not be empty",
+        ]
+    );
+    assert_eq!(
+        warnings(&task(&c(
+            "web",
+            r#""environment": [{"name": "A", "value": "x"}], "secrets": [{"name": "A", "valueFrom": "p"}, {"name": "A", "valueFrom": "q"}]"#
+        ))),
+        vec![
+            r#"containerDefinitions[0].secrets[0].name: "A" is also set in environment; the secret's value wins, as on ECS"#,
+            r#"containerDefinitions[0].secrets[1].name: duplicate environment variable "A" (also containerDefinitions[0].secrets[0]); the later one wins"#,
+            r#"containerDefinitions[0].secrets[1].name: "A" is also set in environment; the secret's value wins, as on ECS"#,
+        ]
+    );
+    let eleven: Vec<String> = (0..11)
+        .map(|i| format!(r#"{{"value": "/f{i}.env", "type": "s3"}}"#))
+        .collect();
+    assert_eq!(
+        one(&task(&c(
+            "web",
+            &format!(r#""environmentFiles": [{}]"#, eleven.join(","))
+        ))),
+        "containerDefinitions[0].environmentFiles: ECS takes at most 10 environment files per container, found 11; merge some"
     );
 }
 

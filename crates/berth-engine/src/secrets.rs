@@ -1,0 +1,427 @@
+//! Secrets and environment files: the [`SecretProvider`] seam, [`resolve`] (one reference string
+//! to its value, for `secrets`, `secretOptions` and any other caller such as registry credentials),
+//! and [`resolve_task`], which reads every value a task's not-yet-created containers need, once,
+//! before the actor creates anything (ECS's secret and environment-file task resources).
+//!
+//! Invariants: values live only in memory ([`TaskValues`], handed to the create call); nothing here
+//! puts a value in an error message, and [`SecretValue`]'s `Debug` is redacted, so a value cannot
+//! reach the store (which saves [`TaskState`], holding references only), the log, events or the
+//! API by accident. Limits: providers and environment files are read synchronously (small local
+//! files and the process environment); a provider that talks to a network should answer from a
+//! cache or be given its own thread.
+
+use crate::state::{Status, TaskState};
+use berth_model::secret::{EnvironmentFileLocation, SecretReference};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A secret's value. Its `Debug` and `Display` print `<redacted>`; read it with [`expose`](Self::expose).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    pub fn new(value: String) -> Self {
+        SecretValue(value)
+    }
+
+    /// The value itself, for the one place that hands it on (the container spec).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Why a provider has no value for a reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupError {
+    /// Not there; `looked` says each place that was tried ("file /etc/berth/secrets/db").
+    NotFound { looked: Vec<String> },
+    /// There but unreadable (permissions, not UTF-8): the message names the place, never content.
+    Unreadable(String),
+}
+
+/// A local source of secrets. Implementations map a parsed reference to the whole secret string
+/// (a JSON key is selected by [`resolve`], the same way for every provider); the names to look
+/// under are [`SecretReference::file_names`].
+pub trait SecretProvider: Send + Sync + 'static {
+    fn lookup(&self, reference: &SecretReference) -> Result<SecretValue, LookupError>;
+}
+
+/// Providers consulted in order: the first that has the secret answers; an unreadable secret ends
+/// the search (it exists, so a later source must not silently stand in for it).
+#[derive(Clone, Default)]
+pub struct Providers(pub Vec<Arc<dyn SecretProvider>>);
+
+impl SecretProvider for Providers {
+    fn lookup(&self, reference: &SecretReference) -> Result<SecretValue, LookupError> {
+        let mut looked = Vec::new();
+        for p in &self.0 {
+            match p.lookup(reference) {
+                Ok(v) => return Ok(v),
+                Err(LookupError::NotFound { looked: more }) => looked.extend(more),
+                Err(e @ LookupError::Unreadable(_)) => return Err(e),
+            }
+        }
+        Err(LookupError::NotFound { looked })
+    }
+}
+
+/// Why a reference could not be resolved. The `Display` completes "secret NAME (valueFrom): ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("{0}")]
+    BadReference(String),
+    #[error(
+        "no secret source is configured; start berth with --secrets-dir DIR (or --secrets-from-env for development)"
+    )]
+    NoSource,
+    #[error("not found; berth looked at {}", .0.join(", "))]
+    NotFound(Vec<String>),
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("the value is not a JSON object, so json-key {key:?} cannot be selected ({error})")]
+    NotJson { key: String, error: String },
+    #[error("the value's JSON object has no key {0:?}")]
+    MissingKey(String),
+}
+
+/// Resolve one reference string (a `valueFrom`, an ARN or a parameter name) through `provider`,
+/// selecting the JSON key when the reference names one.
+pub fn resolve(
+    provider: &dyn SecretProvider,
+    value_from: &str,
+) -> Result<SecretValue, SecretError> {
+    let reference =
+        SecretReference::parse(value_from).map_err(|e| SecretError::BadReference(e.0))?;
+    let whole = provider.lookup(&reference).map_err(|e| match e {
+        LookupError::NotFound { looked } if looked.is_empty() => SecretError::NoSource,
+        LookupError::NotFound { looked } => SecretError::NotFound(looked),
+        LookupError::Unreadable(m) => SecretError::Unreadable(m),
+    })?;
+    let Some(key) = &reference.json_key else {
+        return Ok(whole);
+    };
+    // serde_json's messages give a line and column, never the text.
+    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(whole.expose())
+        .map_err(|e| SecretError::NotJson {
+        key: key.clone(),
+        error: e.to_string(),
+    })?;
+    match object.get(key) {
+        Some(serde_json::Value::String(s)) => Ok(SecretValue(s.clone())),
+        Some(other) => Ok(SecretValue(other.to_string())),
+        None => Err(SecretError::MissingKey(key.clone())),
+    }
+}
+
+/// What one container gets at create time, in memory only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerValues {
+    /// From `environmentFiles`, merged: each name once, the first file that sets it wins.
+    pub file_env: Vec<(String, SecretValue)>,
+    /// From `secrets`, in definition order (a later entry of the same name wins).
+    pub secret_env: Vec<(String, SecretValue)>,
+    /// From `logConfiguration.secretOptions`, in definition order.
+    pub log_options: Vec<(String, SecretValue)>,
+}
+
+/// No values: what a container without secrets or environment files gets.
+pub static NO_VALUES: ContainerValues = ContainerValues {
+    file_env: Vec::new(),
+    secret_env: Vec::new(),
+    log_options: Vec::new(),
+};
+
+impl ContainerValues {
+    /// The container's environment, `NAME=value`: the environment files' variables that neither
+    /// `environment` nor `secrets` sets, then `environment` (without the names a secret sets), then
+    /// the secrets: ECS's precedence (secrets over environment over files), each name once unless
+    /// `environment` itself repeats it.
+    pub fn environment(&self, environment: &[berth_model::EnvVar]) -> Vec<String> {
+        let secret = |n: &str| self.secret_env.iter().any(|(s, _)| s == n);
+        let files = self
+            .file_env
+            .iter()
+            .filter(|(n, _)| !secret(n) && !environment.iter().any(|e| &e.name == n))
+            .map(|(n, v)| format!("{n}={}", v.expose()));
+        let own = environment
+            .iter()
+            .filter(|e| !secret(&e.name))
+            .map(|e| format!("{}={}", e.name, e.value));
+        let mut secrets: Vec<String> = Vec::new();
+        for (i, (n, v)) in self.secret_env.iter().enumerate() {
+            if !self.secret_env[i + 1..].iter().any(|(later, _)| later == n) {
+                secrets.push(format!("{n}={}", v.expose()));
+            }
+        }
+        files.chain(own).chain(secrets).collect()
+    }
+}
+
+/// The values of a task's containers, by index. `Debug` shows only the names.
+#[derive(Debug, Clone, Default)]
+pub struct TaskValues(pub Vec<ContainerValues>);
+
+impl TaskValues {
+    /// Container `i`'s values (none when it needed nothing).
+    pub fn container(&self, i: usize) -> &ContainerValues {
+        self.0.get(i).unwrap_or(&NO_VALUES)
+    }
+}
+
+/// The prefix of ECS's reason when a task's secrets cannot be pulled.
+pub const SECRETS_REASON: &str =
+    "ResourceInitializationError: unable to pull secrets or registry auth: ";
+/// The prefix of the reason when environment files cannot be read.
+pub const ENV_FILES_REASON: &str =
+    "ResourceInitializationError: failed to read environment files: ";
+
+/// Whether container `i` still needs its values: not created (no Docker id, known below CREATED)
+/// and not stopped. A container adopted after a restart needs none.
+fn needs_values(state: &TaskState, i: usize) -> bool {
+    let c = &state.containers[i];
+    c.docker_id.is_none() && c.known < Status::Created
+}
+
+/// Read every value the task's not-yet-created containers need. `Err` is the reason to stop the
+/// task with (ECS's shape, every failure named; no values in it).
+pub fn resolve_task(
+    state: &TaskState,
+    provider: &dyn SecretProvider,
+    environment_files_dir: Option<&Path>,
+) -> Result<TaskValues, String> {
+    let mut values = Vec::with_capacity(state.containers.len());
+    let (mut secret_errors, mut file_errors) = (Vec::new(), Vec::new());
+    for i in 0..state.containers.len() {
+        let mut v = ContainerValues::default();
+        if !needs_values(state, i) {
+            values.push(v);
+            continue;
+        }
+        let def = state.def(i);
+        let mut one = |what: &str, s: &berth_model::Secret| match resolve(provider, &s.value_from) {
+            Ok(value) => Some((s.name.clone(), value)),
+            Err(e) => {
+                secret_errors.push(format!(
+                    "{what} {} of container {} ({}): {e}",
+                    s.name, def.name, s.value_from
+                ));
+                None
+            }
+        };
+        v.secret_env = def
+            .secrets
+            .iter()
+            .filter_map(|s| one("secret", s))
+            .collect();
+        v.log_options = def
+            .log_secret_options()
+            .iter()
+            .filter_map(|s| one("log secret option", s))
+            .collect();
+        for file in &def.environment_files {
+            match read_environment_file(&file.value, environment_files_dir) {
+                Ok(vars) => {
+                    for (name, value) in vars {
+                        if !v.file_env.iter().any(|(n, _)| *n == name) {
+                            v.file_env.push((name, value));
+                        }
+                    }
+                }
+                Err(e) => file_errors.push(format!(
+                    "environment file {} of container {}: {e}",
+                    file.value, def.name
+                )),
+            }
+        }
+        values.push(v);
+    }
+    let reason = match (secret_errors.is_empty(), file_errors.is_empty()) {
+        (true, true) => return Ok(TaskValues(values)),
+        (false, true) => format!("{SECRETS_REASON}{}", secret_errors.join("; ")),
+        (true, false) => format!("{ENV_FILES_REASON}{}", file_errors.join("; ")),
+        (false, false) => format!(
+            "{SECRETS_REASON}{}; environment files: {}",
+            secret_errors.join("; "),
+            file_errors.join("; ")
+        ),
+    };
+    Err(reason)
+}
+
+/// Where an `environmentFiles` value is read from: an absolute path as is, an S3 ARN under
+/// `environment_files_dir` as `<bucket>/<key>`.
+pub fn environment_file_path(
+    value: &str,
+    environment_files_dir: Option<&Path>,
+) -> Result<PathBuf, String> {
+    match EnvironmentFileLocation::parse(value).map_err(|e| e.0)? {
+        EnvironmentFileLocation::Local(p) => Ok(PathBuf::from(p)),
+        EnvironmentFileLocation::S3 { bucket, key } => match environment_files_dir {
+            Some(dir) => Ok(dir.join(bucket).join(key)),
+            None => Err(
+                "berth cannot fetch S3 objects: start it with --environment-files-dir DIR and put the object at DIR/<bucket>/<key>, or give an absolute path".into(),
+            ),
+        },
+    }
+}
+
+fn read_environment_file(
+    value: &str,
+    environment_files_dir: Option<&Path>,
+) -> Result<Vec<(String, SecretValue)>, String> {
+    let path = environment_file_path(value, environment_files_dir)?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(parse_env_file(&text))
+}
+
+/// The variables of a `.env` file, by the ECS agent's rules: lines read as they are (no trimming,
+/// no quotes), `#` at the start makes a comment, a line without `=` is skipped, the name is what
+/// comes before the first `=` (a line with an empty name is skipped), the value everything after
+/// it; within one file the last line for a name wins. Hand-written: the `dotenv` crates trim,
+/// unquote and expand, which ECS does not.
+pub fn parse_env_file(text: &str) -> Vec<(String, SecretValue)> {
+    let mut vars: Vec<(String, SecretValue)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            continue;
+        };
+        if name.is_empty() {
+            continue;
+        }
+        let value = SecretValue(value.to_owned());
+        match vars.iter_mut().find(|(n, _)| n == name) {
+            Some(slot) => slot.1 = value,
+            None => vars.push((name.to_owned(), value)),
+        }
+    }
+    vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A provider over a map of file names.
+    struct Map(HashMap<String, String>);
+
+    impl SecretProvider for Map {
+        fn lookup(&self, r: &SecretReference) -> Result<SecretValue, LookupError> {
+            let names = r.file_names();
+            for n in &names {
+                if let Some(v) = self.0.get(n) {
+                    return Ok(SecretValue(v.clone()));
+                }
+            }
+            Err(LookupError::NotFound {
+                looked: names.iter().map(|n| format!("map {n}")).collect(),
+            })
+        }
+    }
+
+    fn map(entries: &[(&str, &str)]) -> Map {
+        Map(entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
+    }
+
+    #[test]
+    fn json_keys_select_from_the_whole_secret() {
+        let p = map(&[("db", r#"{"user": "admin", "port": 5432}"#), ("plain", "x")]);
+        let get = |v: &str| resolve(&p, v).map(|s| s.expose().to_owned());
+        assert_eq!(
+            get("arn:aws:secretsmanager:r:1:secret:db-AbC123:user::"),
+            Ok("admin".into())
+        );
+        assert_eq!(
+            get("arn:aws:secretsmanager:r:1:secret:db:port::"),
+            Ok("5432".into())
+        );
+        assert_eq!(
+            get("arn:aws:secretsmanager:r:1:secret:db:password::"),
+            Err(SecretError::MissingKey("password".into()))
+        );
+        assert!(matches!(
+            get("arn:aws:secretsmanager:r:1:secret:plain:k::"),
+            Err(SecretError::NotJson { .. })
+        ));
+        assert_eq!(
+            get("missing"),
+            Err(SecretError::NotFound(vec!["map missing".into()]))
+        );
+        assert_eq!(
+            resolve(&Providers::default(), "missing").map(|_| ()),
+            Err(SecretError::NoSource)
+        );
+    }
+
+    #[test]
+    fn env_files_follow_the_ecs_agent() {
+        let vars = parse_env_file(
+            "# comment\nA=1\n\n  #X=indented, so not a comment\nB = two \nC=x=y\n=empty name\nD=\nA=3\r\nnoequals\n \"Q\"='q'\n",
+        );
+        let shown: Vec<(String, String)> = vars
+            .iter()
+            .map(|(n, v)| (n.clone(), v.expose().to_owned()))
+            .collect();
+        let expect = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        assert_eq!(
+            shown,
+            vec![
+                expect("A", "3"),
+                expect("  #X", "indented, so not a comment"),
+                expect("B ", " two "),
+                expect("C", "x=y"),
+                expect("D", ""),
+                expect(" \"Q\"", "'q'"),
+            ]
+        );
+    }
+
+    #[test]
+    fn precedence_is_secrets_then_environment_then_files() {
+        let v = ContainerValues {
+            file_env: vec![
+                ("F".into(), SecretValue("file".into())),
+                ("E".into(), SecretValue("file".into())),
+                ("S".into(), SecretValue("file".into())),
+            ],
+            secret_env: vec![
+                ("S".into(), SecretValue("first".into())),
+                ("S".into(), SecretValue("secret".into())),
+            ],
+            log_options: vec![],
+        };
+        let env = vec![
+            berth_model::EnvVar {
+                name: "E".into(),
+                value: "env".into(),
+            },
+            berth_model::EnvVar {
+                name: "S".into(),
+                value: "env".into(),
+            },
+        ];
+        assert_eq!(v.environment(&env), vec!["F=file", "E=env", "S=secret"]);
+        assert_eq!(format!("{v:?}").matches("<redacted>").count(), 5);
+        assert!(!format!("{v:?}").contains("secret\""));
+    }
+}
