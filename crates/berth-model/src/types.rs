@@ -172,6 +172,19 @@ pub struct ContainerDefinition {
     /// `disableNetworking`: Docker `NetworkDisabled` (only the loopback interface).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disable_networking: bool,
+    /// `repositoryCredentials`: the secret holding the registry login for this container's image
+    /// (resolved through the secret provider when the image is pulled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_credentials: Option<RepositoryCredentials>,
+}
+
+/// `repositoryCredentials`: where the registry login for a private image is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryCredentials {
+    /// The secret's ARN or name (ECS: a Secrets Manager secret whose value is
+    /// `{"username": "...", "password": "..."}`); names the secret, holds no secret itself.
+    pub credentials_parameter: String,
 }
 
 /// One `extraHosts` entry: a line added to the container's `/etc/hosts`.
@@ -221,6 +234,7 @@ impl ContainerDefinition {
             interactive: false,
             pseudo_terminal: false,
             disable_networking: false,
+            repository_credentials: None,
         }
     }
 

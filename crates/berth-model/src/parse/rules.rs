@@ -106,11 +106,11 @@ pub(super) const CONTAINER: Schema = Schema {
         "interactive",
         "pseudoTerminal",
         "disableNetworking",
+        "repositoryCredentials",
     ],
     ignored: &["credentialSpecs", "versionConsistency", "restartPolicy"],
     unsupported: &[
         "secrets",
-        "repositoryCredentials",
         "environmentFiles",
         "resourceRequirements",
         "firelensConfiguration",
@@ -121,6 +121,14 @@ pub(super) const CONTAINER: Schema = Schema {
 
 pub(super) const ENV_VAR: Schema = Schema {
     known: &["name", "value"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+    aws_only: &[],
+};
+
+pub(super) const REPOSITORY_CREDENTIALS: Schema = Schema {
+    known: &["credentialsParameter"],
     ignored: &[],
     unsupported: &[],
     quiet: &[],
@@ -296,6 +304,7 @@ pub(super) const SCHEMAS: &[&Schema] = &[
     &TASK,
     &CONTAINER,
     &ENV_VAR,
+    &REPOSITORY_CREDENTIALS,
     &DEPENDENCY,
     &HEALTH_CHECK,
     &MOUNT_POINT,

@@ -1426,20 +1426,70 @@ fn fields_berth_cannot_honour_are_errors() {
     assert_eq!(
         problems(&task(&c(
             "web",
-            r#""secrets": [{"name": "A", "valueFrom": "arn:s"}], "repositoryCredentials": {"credentialsParameter": "arn:c"}"#
+            r#""secrets": [{"name": "A", "valueFrom": "arn:s"}], "resourceRequirements": [{"type": "GPU", "value": "1"}]"#
         ))),
         vec![
             "containerDefinitions[0].secrets: secrets is not supported by berth",
-            "containerDefinitions[0].repositoryCredentials: repositoryCredentials is not supported by berth",
+            "containerDefinitions[0].resourceRequirements: resourceRequirements is not supported by berth",
         ]
     );
     // Empty or null: nothing to honour.
     assert!(
         parse(&task(&c(
             "web",
-            r#""secrets": [], "repositoryCredentials": null"#
+            r#""secrets": [], "resourceRequirements": null"#
         )))
         .is_ok()
+    );
+}
+
+#[test]
+fn repository_credentials_name_a_secret() {
+    let parsed = parse(&task(&c(
+        "web",
+        r#""repositoryCredentials": {"credentialsParameter": "arn:aws:secretsmanager:eu-west-1:1:secret:reg"}"#,
+    )))
+    .expect("valid");
+    assert_eq!(
+        parsed.definition.container_definitions[0].repository_credentials,
+        Some(crate::types::RepositoryCredentials {
+            credentials_parameter: "arn:aws:secretsmanager:eu-west-1:1:secret:reg".into()
+        })
+    );
+    assert!(
+        parse(&task(&c("web", r#""repositoryCredentials": null"#)))
+            .expect("null is absent")
+            .definition
+            .container_definitions[0]
+            .repository_credentials
+            .is_none()
+    );
+    assert_eq!(
+        problems(&task(&c("web", r#""repositoryCredentials": {}"#))),
+        vec![
+            "containerDefinitions[0].repositoryCredentials.credentialsParameter: missing required field; the ARN or name of the secret holding {\"username\", \"password\"}"
+        ]
+    );
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""repositoryCredentials": {"credentialsParameter": ""}"#
+        ))),
+        vec!["containerDefinitions[0].repositoryCredentials.credentialsParameter: must not be empty"]
+    );
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""repositoryCredentials": {"credentialsParameter": "my secret"}"#
+        ))),
+        vec!["containerDefinitions[0].repositoryCredentials.credentialsParameter: \"my secret\" is not a secret ARN or name: it contains whitespace"]
+    );
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""repositoryCredentials": {"credentialsParameter": 7}"#
+        ))),
+        vec!["containerDefinitions[0].repositoryCredentials.credentialsParameter: expected a string, found a number (7)"]
     );
 }
 
