@@ -1475,21 +1475,27 @@ fn repository_credentials_name_a_secret() {
             "web",
             r#""repositoryCredentials": {"credentialsParameter": ""}"#
         ))),
-        vec!["containerDefinitions[0].repositoryCredentials.credentialsParameter: must not be empty"]
+        vec![
+            "containerDefinitions[0].repositoryCredentials.credentialsParameter: must not be empty"
+        ]
     );
     assert_eq!(
         problems(&task(&c(
             "web",
             r#""repositoryCredentials": {"credentialsParameter": "my secret"}"#
         ))),
-        vec!["containerDefinitions[0].repositoryCredentials.credentialsParameter: \"my secret\" is not a secret ARN or name: it contains whitespace"]
+        vec![
+            "containerDefinitions[0].repositoryCredentials.credentialsParameter: \"my secret\" is not a secret ARN or name: it contains whitespace"
+        ]
     );
     assert_eq!(
         problems(&task(&c(
             "web",
             r#""repositoryCredentials": {"credentialsParameter": 7}"#
         ))),
-        vec!["containerDefinitions[0].repositoryCredentials.credentialsParameter: expected a string, found a number (7)"]
+        vec![
+            "containerDefinitions[0].repositoryCredentials.credentialsParameter: expected a string, found a number (7)"
+        ]
     );
 }
 
