@@ -569,6 +569,11 @@ impl AuthChain {
         }
     }
 
+    /// The registries the engine auth data has logins for (never the logins).
+    pub fn engine_registries(&self) -> Vec<String> {
+        self.engine.registries()
+    }
+
     /// Resolve `credentialsParameter` through this secret provider.
     pub fn with_secrets(mut self, secrets: SecretLookup) -> Self {
         self.secrets = Some(secrets);

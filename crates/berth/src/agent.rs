@@ -108,6 +108,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub pull: PullArgs,
+
+    #[command(flatten)]
+    pub registry: crate::registry_auth::RegistryAuthArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -138,6 +141,8 @@ struct Agent {
     cleanup_wait: Duration,
     options: Options,
     pull_behavior: PullBehavior,
+    /// Finds each pull's registry login (the chain of `--engine-auth-*` and `--docker-config`).
+    registry_auth: Arc<berth_docker::AuthChain>,
     volume_plugin: String,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
@@ -196,6 +201,7 @@ impl Agent {
             options: self.options,
             pull_behavior: self.pull_behavior,
             pull_record: self.store.clone(),
+            registry_auth: Some(self.registry_auth.clone()),
             volume_plugin: self.volume_plugin.clone(),
             persist: Some(self.store.clone()),
             resume,
@@ -380,6 +386,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         Err(LockError::Other(e)) => return Err(e),
     };
     let cleanup_wait = args.cleanup_wait()?;
+    let registry_auth = args.registry.chain()?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
     let docker = berth_docker::connect(args.docker_host.as_deref())
         .await
@@ -400,6 +407,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             pull_upfront: args.pull.upfront(),
         },
         pull_behavior: args.pull.behavior()?,
+        registry_auth: Arc::new(registry_auth),
         volume_plugin: args.volume_plugin.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,
@@ -410,6 +418,12 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         tracker: TaskTracker::new(),
         shutdown: CancellationToken::new(),
     });
+    // The registries with engine auth data, never their logins.
+    let engine_auth_registries = agent.registry_auth.engine_registries();
+    let docker_config = args
+        .registry
+        .docker_config_path()
+        .map_or_else(|| "none".to_string(), |p| p.display().to_string());
     tracing::info!(
         config = %args.config.display(),
         data_dir = %data_dir.display(),
@@ -419,6 +433,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         pull_upfront = agent.options.pull_upfront,
         metadata_addr = %args.metadata_addr,
         volume_plugin = %agent.volume_plugin,
+        engine_auth_registries = ?engine_auth_registries,
+        docker_config = %docker_config,
         "berth agent starting"
     );
 

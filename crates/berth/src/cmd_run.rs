@@ -31,7 +31,8 @@ pub struct Args {
     pub file: Option<PathBuf>,
 
     /// Print the configuration this run would use (file, then environment, then flags: data-dir,
-    /// docker-host, volume-plugin, pull-*) as TOML and exit; FILE is not needed.
+    /// docker-host, volume-plugin, pull-*, registry logins except the engine auth data) as TOML
+    /// and exit; FILE is not needed.
     #[arg(long)]
     pub print_config: bool,
 
@@ -55,6 +56,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub pull: PullArgs,
+
+    #[command(flatten)]
+    pub registry: crate::registry_auth::RegistryAuthArgs,
 
     /// The Docker volume driver name of berth's volume plugin (`berth volume-plugin`), used for
     /// the task's efsVolumeConfiguration volumes.
@@ -226,6 +230,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(file) = &args.file else {
         anyhow::bail!("a task definition FILE is required");
     };
+    // Checked before anything runs: malformed engine auth data is a configuration error.
+    let auth = args.registry.chain()?;
     let parsed = match crate::input::load(file) {
         Ok(parsed) => parsed,
         Err(code) => return Ok(code),
@@ -234,12 +240,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(run_async(args, parsed.definition))
+    runtime.block_on(run_async(args, parsed.definition, auth))
 }
 
 async fn run_async(
     args: Args,
     definition: berth_model::TaskDefinition,
+    auth: berth_docker::AuthChain,
 ) -> anyhow::Result<ExitCode> {
     let docker = match berth_docker::connect(args.docker_host.as_deref()).await {
         Ok(d) => d,
@@ -287,6 +294,7 @@ async fn run_async(
         },
         pull_behavior: args.pull.behavior()?,
         pull_record: Arc::new(pull_record),
+        registry_auth: Some(Arc::new(auth)),
         volume_plugin: args.volume_plugin.clone(),
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
         ..RunConfig::new(data_dir.clone())

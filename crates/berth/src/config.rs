@@ -85,6 +85,10 @@ const KEYS: &[Key] = &[
     key("pull-timeout", &[], Kind::Value),
     key("pull-inactivity-timeout", &[], Kind::Value),
     key("pull-attempts", &[], Kind::Value),
+    key("engine-auth-type", &["ECS_ENGINE_AUTH_TYPE"], Kind::Value),
+    key("engine-auth-data", &["ECS_ENGINE_AUTH_DATA"], Kind::Value),
+    key("docker-config", &["BERTH_DOCKER_CONFIG"], Kind::Value),
+    key("credential-helper-timeout", &[], Kind::Value),
 ];
 
 /// The keys `berth run` takes (the task-running options it shares with the agent; not the
@@ -98,6 +102,10 @@ const RUN: &[(&str, &str)] = &[
     ("pull-timeout", "pull-timeout"),
     ("pull-inactivity-timeout", "pull-inactivity-timeout"),
     ("pull-attempts", "pull-attempts"),
+    ("engine-auth-type", "engine-auth-type"),
+    ("engine-auth-data", "engine-auth-data"),
+    ("docker-config", "docker-config"),
+    ("credential-helper-timeout", "credential-helper-timeout"),
 ];
 const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-host")];
 /// The client commands reach the agent's socket with `--agent`.
@@ -119,6 +127,10 @@ const AGENT: &[(&str, &str)] = &[
     ("pull-timeout", "pull-timeout"),
     ("pull-inactivity-timeout", "pull-inactivity-timeout"),
     ("pull-attempts", "pull-attempts"),
+    ("engine-auth-type", "engine-auth-type"),
+    ("engine-auth-data", "engine-auth-data"),
+    ("docker-config", "docker-config"),
+    ("credential-helper-timeout", "credential-helper-timeout"),
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
@@ -287,7 +299,8 @@ fn put_common(t: &mut toml::Table, data_dir: &Option<PathBuf>, docker_host: &Opt
 }
 
 /// The agent's effective configuration (`berth agent --print-config`), as TOML with the long option
-/// names as keys: every key of [`KEYS`] (`docker-host` and `metadata-advertise` when set).
+/// names as keys: every key of [`KEYS`] (`docker-host`, `metadata-advertise`, `engine-auth-type`
+/// and `docker-config` when set) except `engine-auth-data`, which is never printed.
 pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     let mut t = toml::Table::new();
     put_common(&mut t, &args.data_dir, &args.docker_host);
@@ -315,6 +328,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     };
     t.insert("log-format".into(), fmt.into());
     put_pull(&mut t, &args.pull)?;
+    args.registry.put(&mut t);
     Ok(toml::to_string(&t)?)
 }
 
@@ -324,6 +338,7 @@ pub fn run_toml(args: &crate::cmd_run::Args) -> anyhow::Result<String> {
     put_common(&mut t, &args.data_dir, &args.docker_host);
     t.insert("volume-plugin".into(), args.volume_plugin.clone().into());
     put_pull(&mut t, &args.pull)?;
+    args.registry.put(&mut t);
     Ok(toml::to_string(&t)?)
 }
 
@@ -429,6 +444,35 @@ mod tests {
         let argv =
             layered(&["berth", "agent"], file, &["BERTH_IMAGE_PULL_BEHAVIOR"]).expect("layered");
         assert_eq!(strs(&argv), ["berth", "agent", "--cleanup-wait=10m"]);
+    }
+
+    #[test]
+    fn registry_login_keys_layer_like_the_others() {
+        let file = "engine-auth-type = \"docker\"\nengine-auth-data = '{\"h:1\": {\"username\": \"u\", \"password\": \"p\"}}'\ndocker-config = \"/etc/berth/docker.json\"\n";
+        let argv = layered(&["berth", "run", "t.json"], file, &[]).expect("layered");
+        assert_eq!(
+            strs(&argv),
+            [
+                "berth",
+                "run",
+                "--docker-config=/etc/berth/docker.json",
+                "--engine-auth-data={\"h:1\": {\"username\": \"u\", \"password\": \"p\"}}",
+                "--engine-auth-type=docker",
+                "t.json"
+            ]
+        );
+        crate::Cli::try_parse_from(argv).expect("clap accepts it");
+        let argv = layered(
+            &["berth", "agent"],
+            file,
+            &["ECS_ENGINE_AUTH_TYPE", "ECS_ENGINE_AUTH_DATA"],
+        )
+        .expect("layered");
+        assert_eq!(
+            strs(&argv),
+            ["berth", "agent", "--docker-config=/etc/berth/docker.json"],
+            "ECS's variables beat the file"
+        );
     }
 
     #[test]

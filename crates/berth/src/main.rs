@@ -12,6 +12,7 @@ mod datadir;
 mod input;
 mod metrics;
 mod output;
+mod registry_auth;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
