@@ -441,3 +441,54 @@ fn malformed_engine_auth_data_stops_berth_before_the_task() {
         out.stderr
     );
 }
+
+fn login(user: &str, password: &str, host: &str) -> berth_engine::RegistryAuth {
+    berth_engine::RegistryAuth {
+        username: user.to_string(),
+        password: password.to_string(),
+        identity_token: None,
+        server: host.to_string(),
+        source: "the test".to_string(),
+    }
+}
+
+/// Straight on the Docker runtime: pulls of one image at the same time with a wrong login, the
+/// right one and none are not merged into one — each gets the registry's answer to its own login.
+#[tokio::test]
+async fn concurrent_pulls_with_different_logins_do_not_share_a_result() {
+    use berth_engine::{Runtime, RuntimeError};
+    let reg = auth_registry();
+    let image = PrivateImage::push(&reg, "merged");
+    let docker = berth_docker::connect(None).await.expect("docker");
+    let rt = berth_docker::DockerRuntime::new(docker);
+    let (right, wrong) = (
+        login(&reg.user, &reg.password, &reg.host),
+        login(&reg.user, "not-the-password", &reg.host),
+    );
+    let (a, b, c, d) = tokio::join!(
+        rt.pull(&image.name, Some(&wrong), None),
+        rt.pull(&image.name, Some(&right), None),
+        rt.pull(&image.name, None, None),
+        rt.pull(&image.name, Some(&right), None),
+    );
+    let refused = |r: &Result<(), RuntimeError>, what: &str| match r {
+        Err(RuntimeError::PullFailed {
+            message, retriable, ..
+        }) => {
+            assert!(!retriable, "{what}: {message}");
+            message.clone()
+        }
+        other => panic!("{what}: expected a refusal, got {other:?}"),
+    };
+    assert!(
+        refused(&a, "wrong password").starts_with("unauthorized: authentication required"),
+        "{a:?}"
+    );
+    b.expect("the right login pulls");
+    d.expect("the same right login (merged or not) pulls");
+    assert!(
+        refused(&c, "no login").contains("no basic auth credentials"),
+        "{c:?}"
+    );
+    assert!(image.present_locally());
+}
