@@ -28,15 +28,24 @@ pub(crate) fn pull_error(image: &str, e: BollardError) -> RuntimeError {
         || lower.contains("manifest unknown")
         || lower.contains("not found")
         || lower.contains("repository does not exist")
-        || lower.contains("unauthorized")
-        || lower.contains("access denied")
-        || lower.contains("denied:")
+        || is_auth_refusal(&message)
         || lower.contains("invalid reference format");
     RuntimeError::PullFailed {
         image: image.to_string(),
         message,
         retriable: !permanent,
     }
+}
+
+/// Whether Docker's pull message is a registry refusing the login (or wanting one): the registry's
+/// `unauthorized: …` / `denied: …`, Docker's `no basic auth credentials` when none was sent.
+pub(crate) fn is_auth_refusal(message: &str) -> bool {
+    let lower = message.to_lowercase();
+    lower.contains("unauthorized")
+        || lower.contains("authentication required")
+        || lower.contains("no basic auth credentials")
+        || lower.contains("access denied")
+        || lower.contains("denied:")
 }
 
 /// Translate a bollard error into a runtime error kind, keeping Docker's message.
@@ -64,6 +73,31 @@ pub(crate) fn translate(e: BollardError) -> RuntimeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refused_logins_are_not_retriable() {
+        for message in [
+            "unauthorized: authentication required",
+            "Head \"http://127.0.0.1:5001/v2/p/manifests/1\": no basic auth credentials",
+            "denied: requested access to the resource is denied",
+        ] {
+            let e = pull_error(
+                "127.0.0.1:5001/p:1",
+                BollardError::DockerResponseServerError {
+                    status_code: 500,
+                    message: message.into(),
+                },
+            );
+            assert_eq!(
+                e,
+                RuntimeError::PullFailed {
+                    image: "127.0.0.1:5001/p:1".into(),
+                    message: message.into(),
+                    retriable: false
+                }
+            );
+        }
+    }
 
     #[test]
     fn missing_manifest_is_not_retriable_but_refused_connection_is() {

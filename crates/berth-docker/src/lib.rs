@@ -9,6 +9,9 @@
 //!
 //! Modules, by responsibility:
 //!
+//! - `auth`: the registry credential chain ([`AuthChain`]: `repositoryCredentials` through the
+//!   secret provider, ECS's engine auth data, the Docker client's `config.json` and its
+//!   credential helpers) and Docker's registry naming ([`registry_host`]).
 //! - `connection`: [`connect`] (version negotiation, ping) and [`Timeouts`]: every call bounded.
 //! - `errors`: bollard's errors into [`RuntimeError`] kinds; pull failures retriable or not.
 //! - `pull`: merged concurrent pulls, retries with backoff and jitter, progress,
@@ -27,6 +30,7 @@
 //! [`RuntimeError`]: berth_engine::runtime::RuntimeError
 //! [`ContainerSpec`]: berth_engine::spec::ContainerSpec
 
+mod auth;
 mod body;
 mod connection;
 mod errors;
@@ -35,6 +39,9 @@ mod inspect;
 mod pull;
 mod runtime;
 
+pub use auth::{
+    AuthChain, DEFAULT_HELPER_TIMEOUT, DockerConfig, EngineAuth, EngineAuthError, registry_host,
+};
 pub use body::create_body;
 pub use connection::{Timeouts, connect};
 pub use inspect::{ManagedContainer, details_of, parse_docker_time};

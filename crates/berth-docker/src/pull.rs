@@ -1,9 +1,15 @@
 //! Pulling images: concurrent pulls of one reference merged into one, retries with backoff, and
 //! progress.
 //!
-//! - [`Pulls`]: the pulls in flight, by image reference. A second request for an image that is
-//!   being pulled joins the first (a shared future) and gets its result; only the first request's
-//!   progress sink is fed. The entry is removed when the pull ends, so a later request pulls again.
+//! - [`Pulls`]: the pulls in flight, by image reference and registry login. A second request for
+//!   an image that is being pulled with the same login (or both anonymously) joins the first (a
+//!   shared future) and gets its result; a request with another login pulls on its own, so a
+//!   refused login never answers for an accepted one, nor the other way round. Only the first
+//!   request's progress sink is fed. The entry is removed when the pull ends, so a later request
+//!   pulls again.
+//! - The login goes to Docker as `X-Registry-Auth`. A refused login (or none where the registry
+//!   wants one) is permanent: its message is the registry's, followed by which login berth sent
+//!   (user, registry, where berth found it; never the secret) or that it found none.
 //! - A pull is bounded as a whole (`Timeouts::pull`, all retries included) and per attempt by
 //!   inactivity (`Timeouts::pull_inactivity`: no message on the stream for that long aborts the
 //!   attempt, retriably).
@@ -15,8 +21,9 @@
 //!
 //! Limits: the jitter comes from the clock's nanoseconds (spreading retries, not security).
 
-use berth_engine::runtime::{ProgressSink, PullProgress, RuntimeError};
+use berth_engine::runtime::{ProgressSink, PullProgress, RegistryAuth, RuntimeError};
 use bollard::Docker;
+use bollard::auth::DockerCredentials;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use futures_util::stream::StreamExt;
@@ -47,18 +54,25 @@ impl Default for PullRetry {
 
 type PullFuture = Shared<BoxFuture<'static, Result<(), RuntimeError>>>;
 
-/// The pulls in flight, by image reference: a second request for the same image joins the first.
-/// Cheap to clone (clones share the table).
+/// What a pull in flight is known by: the reference and the login it is made with (the whole
+/// login, so two logins never share a pull; the key is in memory only, as the login is).
+type PullKey = (String, Option<RegistryAuth>);
+
+/// The pulls in flight, by image reference and login: a second request for the same image with
+/// the same login joins the first. Cheap to clone (clones share the table).
 #[derive(Clone, Default)]
-pub(crate) struct Pulls(Arc<Mutex<HashMap<String, PullFuture>>>);
+pub(crate) struct Pulls(Arc<Mutex<HashMap<PullKey, PullFuture>>>);
 
 impl Pulls {
-    /// Pull `image` (or join its pull in flight): at most `overall` in all, each attempt aborted
-    /// after `inactivity` without progress, retried as `retry` says.
+    /// Pull `image` with `auth` (or join its pull in flight with the same login): at most
+    /// `overall` in all, each attempt aborted after `inactivity` without progress, retried as
+    /// `retry` says.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn pull(
         &self,
         docker: &Docker,
         image: &str,
+        auth: Option<&RegistryAuth>,
         retry: PullRetry,
         inactivity: Duration,
         overall: Duration,
@@ -66,16 +80,18 @@ impl Pulls {
     ) -> Result<(), RuntimeError> {
         let fut = {
             let mut pulls = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(f) = pulls.get(image) {
+            let key: PullKey = (image.to_string(), auth.cloned());
+            if let Some(f) = pulls.get(&key) {
                 f.clone()
             } else {
                 let (docker, img) = (docker.clone(), image.to_string());
                 let pulls_map = Arc::clone(&self.0);
+                let auth = auth.cloned();
+                let entry = key.clone();
                 let f = async move {
-                    let key = img.clone();
                     let r = match tokio::time::timeout(
                         overall,
-                        pull_with_retries(docker, img.clone(), retry, inactivity, progress),
+                        pull_with_retries(docker, img.clone(), auth, retry, inactivity, progress),
                     )
                     .await
                     {
@@ -92,12 +108,12 @@ impl Pulls {
                     pulls_map
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .remove(&key);
+                        .remove(&entry);
                     r
                 }
                 .boxed()
                 .shared();
-                pulls.insert(image.to_string(), f.clone());
+                pulls.insert(key, f.clone());
                 f
             }
         };
@@ -110,13 +126,22 @@ impl Pulls {
 async fn pull_with_retries(
     docker: Docker,
     image: String,
+    auth: Option<RegistryAuth>,
     retry: PullRetry,
     inactivity: Duration,
     progress: Option<ProgressSink>,
 ) -> Result<(), RuntimeError> {
     let mut last = None;
     for attempt in 1..=retry.attempts.max(1) {
-        match pull_once(&docker, &image, inactivity, progress.as_ref()).await {
+        match pull_once(
+            &docker,
+            &image,
+            auth.as_ref(),
+            inactivity,
+            progress.as_ref(),
+        )
+        .await
+        {
             Ok(()) => return Ok(()),
             Err(e) => {
                 let retriable = matches!(
@@ -200,6 +225,7 @@ impl LayerProgress {
 async fn pull_once(
     docker: &Docker,
     image: &str,
+    auth: Option<&RegistryAuth>,
     inactivity: Duration,
     progress: Option<&ProgressSink>,
 ) -> Result<(), RuntimeError> {
@@ -209,7 +235,7 @@ async fn pull_once(
     if let Some(tag) = tag {
         opts = opts.tag(tag);
     }
-    let mut stream = docker.create_image(Some(opts.build()), None, None);
+    let mut stream = docker.create_image(Some(opts.build()), None, auth.map(credentials));
     loop {
         match tokio::time::timeout(inactivity, stream.next()).await {
             Err(_) => {
@@ -228,8 +254,59 @@ async fn pull_once(
                     let _ = sink.send(p);
                 }
             }
-            Ok(Some(Err(e))) => return Err(pull_error(image, e)),
+            Ok(Some(Err(e))) => return Err(explain_refusal(pull_error(image, e), image, auth)),
         }
+    }
+}
+
+/// The login as Docker's `X-Registry-Auth` wants it.
+fn credentials(auth: &RegistryAuth) -> DockerCredentials {
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    DockerCredentials {
+        username: non_empty(&auth.username),
+        password: non_empty(&auth.password),
+        identitytoken: auth.identity_token.clone(),
+        serveraddress: non_empty(&auth.server),
+        ..Default::default()
+    }
+}
+
+/// A registry's refusal (Docker's words for it: `unauthorized: …`, `no basic auth credentials`,
+/// `denied: …`), with which login berth sent, or that it found none, appended. Other errors are
+/// returned as they are.
+fn explain_refusal(e: RuntimeError, image: &str, auth: Option<&RegistryAuth>) -> RuntimeError {
+    let RuntimeError::PullFailed {
+        image: img,
+        message,
+        retriable: false,
+    } = e
+    else {
+        return e;
+    };
+    if !crate::errors::is_auth_refusal(&message) {
+        return RuntimeError::PullFailed {
+            image: img,
+            message,
+            retriable: false,
+        };
+    }
+    let host = crate::auth::registry_host(image);
+    let said = match auth {
+        Some(a) if a.username.is_empty() => {
+            format!("berth sent an identity token for {host} from {}", a.source)
+        }
+        Some(a) => format!(
+            "berth sent the login of user {:?} for {host} from {}",
+            a.username, a.source
+        ),
+        None => format!(
+            "berth found no login for {host}: give one with repositoryCredentials, ECS_ENGINE_AUTH_TYPE/ECS_ENGINE_AUTH_DATA or the Docker config file (--docker-config)"
+        ),
+    };
+    RuntimeError::PullFailed {
+        image: img,
+        message: format!("{message} ({said})"),
+        retriable: false,
     }
 }
 
@@ -252,6 +329,83 @@ pub fn split_reference(image: &str) -> (&str, Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn login(user: &str) -> RegistryAuth {
+        RegistryAuth {
+            username: user.into(),
+            password: "hunter2".into(),
+            identity_token: None,
+            server: "127.0.0.1:5001".into(),
+            source: "ECS_ENGINE_AUTH_DATA".into(),
+        }
+    }
+
+    #[test]
+    fn a_refusal_says_which_login_was_sent_and_never_the_secret() {
+        let refused = || RuntimeError::PullFailed {
+            image: "127.0.0.1:5001/p:1".into(),
+            message: "unauthorized: authentication required".into(),
+            retriable: false,
+        };
+        let e = explain_refusal(refused(), "127.0.0.1:5001/p:1", Some(&login("alice")));
+        assert_eq!(
+            e.to_string(),
+            "unauthorized: authentication required (berth sent the login of user \"alice\" for 127.0.0.1:5001 from ECS_ENGINE_AUTH_DATA)"
+        );
+        assert!(!e.to_string().contains("hunter2"));
+        let e = explain_refusal(refused(), "127.0.0.1:5001/p:1", None);
+        assert!(
+            e.to_string().starts_with(
+                "unauthorized: authentication required (berth found no login for 127.0.0.1:5001: "
+            ),
+            "{e}"
+        );
+        // Not a refusal: unchanged.
+        let missing = RuntimeError::PullFailed {
+            image: "x".into(),
+            message: "manifest unknown".into(),
+            retriable: false,
+        };
+        assert_eq!(explain_refusal(missing.clone(), "x", None), missing);
+    }
+
+    #[test]
+    fn credentials_carry_the_login_or_the_token() {
+        let c = credentials(&login("alice"));
+        assert_eq!(c.username.as_deref(), Some("alice"));
+        assert_eq!(c.password.as_deref(), Some("hunter2"));
+        assert_eq!(c.serveraddress.as_deref(), Some("127.0.0.1:5001"));
+        let token = RegistryAuth {
+            username: String::new(),
+            password: String::new(),
+            identity_token: Some("tok".into()),
+            ..login("")
+        };
+        let c = credentials(&token);
+        assert_eq!(
+            (c.username, c.identitytoken.as_deref()),
+            (None, Some("tok"))
+        );
+    }
+
+    #[tokio::test]
+    async fn pulls_with_different_logins_are_not_merged() {
+        // Two entries in flight for one image, one per login: nothing shares a result. The
+        // table is filled by hand with futures that never finish (no Docker needed).
+        let pulls = Pulls::default();
+        let pending = || futures_util::future::pending().boxed().shared();
+        {
+            let mut t = pulls.0.lock().unwrap_or_else(|e| e.into_inner());
+            t.insert(("i".into(), Some(login("alice"))), pending());
+            t.insert(("i".into(), Some(login("mallory"))), pending());
+            t.insert(("i".into(), None), pending());
+            assert_eq!(t.len(), 3);
+            assert!(t.contains_key(&("i".to_string(), Some(login("alice")))));
+            let mut other_password = login("alice");
+            other_password.password = "wrong".into();
+            assert!(!t.contains_key(&("i".to_string(), Some(other_password))));
+        }
+    }
 
     #[test]
     fn references_split_into_repo_and_tag() {

@@ -12,7 +12,8 @@
 //! not part of the trait).
 
 use berth_engine::runtime::{
-    ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, Runtime, RuntimeError, RuntimeEvent,
+    ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, RegistryAuth, Runtime,
+    RuntimeError, RuntimeEvent,
 };
 use berth_engine::spec::{ContainerSpec, LABEL_TASK, VolumeSpec};
 use bollard::Docker;
@@ -155,11 +156,17 @@ impl Runtime for DockerRuntime {
         }
     }
 
-    async fn pull(&self, image: &str, progress: Option<ProgressSink>) -> Result<(), RuntimeError> {
+    async fn pull(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: Option<ProgressSink>,
+    ) -> Result<(), RuntimeError> {
         self.pulls
             .pull(
                 &self.docker,
                 image,
+                auth,
                 self.retry,
                 self.timeouts.pull_inactivity,
                 self.timeouts.pull,

@@ -20,6 +20,7 @@
 //! after a broken event stream are awaited inline, each call bounded by the runtime's timeouts, and
 //! are not interrupted by cancellation; it is seen as soon as they end.
 
+use crate::auth::{AuthError, RegistryAuth, RegistryAuthResolver};
 use crate::decide::{Action, Event, Options};
 use crate::gpu;
 use crate::pause;
@@ -65,6 +66,9 @@ pub struct RunConfig {
     pub pause_image: Option<String>,
     /// The images this agent pulled before (for `once`); updated after every successful pull.
     pub pull_record: Arc<dyn PullRecord>,
+    /// Finds the registry login for each pull (see [`crate::auth`]). `None`: every pull is
+    /// anonymous, and a container with `repositoryCredentials` cannot be pulled.
+    pub registry_auth: Option<Arc<dyn RegistryAuthResolver>>,
     /// The Docker volume driver name of berth's volume plugin (EFS volumes use it).
     pub volume_plugin: String,
     /// Where containers reach the task metadata endpoint, when it is served.
@@ -119,7 +123,8 @@ pub trait Persist: Send + Sync + 'static {
 }
 
 impl RunConfig {
-    /// Defaults: no pulls up front, pull behaviour `default`, an in-memory pull record, the
+    /// Defaults: no pulls up front, pull behaviour `default`, an in-memory pull record, no
+    /// registry logins, the
     /// volume plugin named `berth`, never cancelled, a shutdown grace of
     /// [`DEFAULT_SHUTDOWN_GRACE`].
     pub fn new(data_dir: PathBuf) -> Self {
@@ -129,6 +134,7 @@ impl RunConfig {
             pull_behavior: PullBehavior::Default,
             pause_image: None,
             pull_record: Arc::new(pulls::MemoryPullRecord::default()),
+            registry_auth: None,
             volume_plugin: spec::DEFAULT_VOLUME_PLUGIN.to_string(),
             metadata: None,
             persist: None,
@@ -712,6 +718,12 @@ fn spawn_effect<R: Runtime>(
             let reports = reports.clone();
             let (task, container) = (state.id.clone(), state.containers[i].name.clone());
             let (behavior, record) = (config.pull_behavior, config.pull_record.clone());
+            let resolver = config.registry_auth.clone();
+            let parameter = state
+                .def(i)
+                .repository_credentials
+                .as_ref()
+                .map(|c| c.credentials_parameter.clone());
             effects.spawn(async move {
                 let report = |phase, reason: Option<String>| {
                     let _ = reports.send(Report::Pull {
@@ -734,7 +746,12 @@ fn spawn_effect<R: Runtime>(
                         bytes_total: p.bytes_total,
                     });
                 };
-                let ev = pull_image(&*rt, &image, behavior, &*record, i, progress, report).await;
+                let login = Login {
+                    resolver: resolver.as_deref(),
+                    parameter: parameter.as_deref(),
+                };
+                let ev =
+                    pull_image(&*rt, &image, behavior, &*record, login, i, progress, report).await;
                 let _ = tx.send(ev);
             });
         }
@@ -896,13 +913,43 @@ fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Result<String, 
     })
 }
 
-/// Obtain a container's image according to the pull behaviour: pull if needed, fall back to the
-/// cached image where the behaviour allows, and say what the container (or task) does otherwise.
+/// Where a container's registry login comes from.
+#[derive(Clone, Copy)]
+struct Login<'a> {
+    resolver: Option<&'a dyn RegistryAuthResolver>,
+    /// The container's `repositoryCredentials.credentialsParameter`.
+    parameter: Option<&'a str>,
+}
+
+impl Login<'_> {
+    /// The login for `image`: asked of the resolver; without one, anonymous unless the container
+    /// names a secret (then an error saying what is missing).
+    async fn resolve(self, image: &str) -> Result<Option<RegistryAuth>, AuthError> {
+        match (self.resolver, self.parameter) {
+            (Some(r), parameter) => r.resolve(image, parameter).await,
+            (None, Some(parameter)) => Err(AuthError::NoSecretProvider {
+                parameter: parameter.to_string(),
+            }),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// The reason ECS gives a task whose secrets or registry login cannot be obtained.
+pub const AUTH_FAILURE_PREFIX: &str =
+    "ResourceInitializationError: unable to pull secrets or registry auth";
+
+/// Obtain a container's image according to the pull behaviour: find its registry login and pull
+/// if needed, fall back to the cached image where the behaviour allows, and say what the container
+/// (or task) does otherwise. A login that cannot be found (a secret that does not resolve, a
+/// failing credential helper) stops the task, as ECS stops it, whatever the behaviour.
+#[allow(clippy::too_many_arguments)]
 async fn pull_image<R: Runtime>(
     rt: &R,
     image: &str,
     behavior: PullBehavior,
     record: &dyn PullRecord,
+    login: Login<'_>,
     container: usize,
     progress: impl Fn(PullProgress),
     report: impl Fn(PullPhase, Option<String>),
@@ -915,10 +962,23 @@ async fn pull_image<R: Runtime>(
             at: now_ms(),
         };
     }
+    let auth = match login.resolve(image).await {
+        Ok(auth) => auth,
+        Err(e) => {
+            let message = format!("{AUTH_FAILURE_PREFIX}: {e}");
+            report(PullPhase::Failed, Some(message.clone()));
+            return Event::PullFailed {
+                container,
+                at: now_ms(),
+                message,
+                stop_task: true,
+            };
+        }
+    };
     report(PullPhase::Started, None);
     // Drive the pull and pass its progress on as it comes, all of it before the final phase.
     let (ptx, mut prx) = mpsc::unbounded_channel::<PullProgress>();
-    let pull = rt.pull(image, Some(ptx));
+    let pull = rt.pull(image, auth.as_ref(), Some(ptx));
     tokio::pin!(pull);
     let result = loop {
         tokio::select! {

@@ -11,8 +11,8 @@
 //!
 //! Not modelled: container processes (commands are not run; the script decides), time (the clock
 //! is a counter that ticks on each call), Docker creating a missing named volume at create, bind
-//! sources that do not exist, merged pulls, registries (an image is pullable or not), the contents
-//! of an imported image (an import only makes the image present).
+//! sources that do not exist, merged pulls, registries (an image is pullable, pullable only with one
+//! login, or not), the contents of an imported image (an import only makes the image present).
 //! End-to-end behaviour is still proven against the real Docker Engine in the binary crate's tests.
 //!
 //! Compiled only with the `fake` cargo feature, which test crates enable in their
@@ -20,7 +20,7 @@
 
 use crate::runtime::{
     BoundPort, ContainerDetails, ContainerInfo, HealthDetails, IpamConfig, MountDetails,
-    NetworkAttachment, NetworkInfo, Runtime, RuntimeError, RuntimeEvent,
+    NetworkAttachment, NetworkInfo, RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
 };
 use crate::spec::{ContainerSpec, LABEL_CONTAINER, LABEL_TASK, MountKind, VolumeSpec};
 use crate::state::Health;
@@ -64,6 +64,10 @@ struct FakeContainer {
 struct Inner {
     images: BTreeSet<String>,
     pullable: BTreeSet<String>,
+    /// Images pullable only with this (username, password).
+    private: HashMap<String, (String, String)>,
+    /// The login each pull was made with: (image, username).
+    logins: Vec<(String, Option<String>)>,
     scripts: HashMap<String, Script>,
     containers: BTreeMap<String, FakeContainer>,
     volumes: BTreeSet<String>,
@@ -97,6 +101,20 @@ impl FakeRuntime {
     /// Make an image pullable from a registry.
     pub fn add_remote(&self, image: &str) {
         self.lock().pullable.insert(image.to_string());
+    }
+
+    /// Make an image pullable only with this login (any other login, or none, is refused as a
+    /// registry refuses it: `unauthorized: authentication required`, not retriable).
+    pub fn add_private(&self, image: &str, username: &str, password: &str) {
+        self.lock().private.insert(
+            image.to_string(),
+            (username.to_string(), password.to_string()),
+        );
+    }
+
+    /// The login of every pull, in order: (image, username or None for an anonymous pull).
+    pub fn pull_logins(&self) -> Vec<(String, Option<String>)> {
+        self.lock().logins.clone()
     }
 
     pub fn script(&self, container: &str, script: Script) {
@@ -211,11 +229,26 @@ impl Runtime for FakeRuntime {
     async fn pull(
         &self,
         image: &str,
+        auth: Option<&RegistryAuth>,
         _progress: Option<crate::runtime::ProgressSink>,
     ) -> Result<(), RuntimeError> {
         let mut inner = self.lock();
         inner.calls.push(format!("pull {image}"));
-        if inner.pullable.contains(image) {
+        inner
+            .logins
+            .push((image.to_string(), auth.map(|a| a.username.clone())));
+        if let Some((user, password)) = inner.private.get(image) {
+            let accepted = auth.is_some_and(|a| &a.username == user && &a.password == password);
+            if !accepted {
+                return Err(RuntimeError::PullFailed {
+                    image: image.to_string(),
+                    message: "unauthorized: authentication required".to_string(),
+                    retriable: false,
+                });
+            }
+            inner.images.insert(image.to_string());
+            Ok(())
+        } else if inner.pullable.contains(image) {
             inner.images.insert(image.to_string());
             Ok(())
         } else {

@@ -8,6 +8,7 @@
 //! unmounts or deletes directory trees itself ([`cleanup`] asks `berth-fs`).
 
 pub mod actor;
+pub mod auth;
 pub mod cleanup;
 pub mod decide;
 pub mod failpoint;
@@ -24,6 +25,7 @@ pub mod spec;
 pub mod state;
 
 pub use actor::{Command, EngineMetrics, Persist, RunConfig, adopt, run_task};
+pub use auth::{AuthError, RegistryAuth, RegistryAuthResolver, SecretLookup};
 pub use cleanup::{CleanupReport, Refusal, RetryPolicy, cleanup_docker, cleanup_task};
 pub use decide::{Action, Decision, Event, Options, decide};
 pub use pull::{PullBehavior, PullRecord};

@@ -4,6 +4,7 @@
 //! in memory for engine tests. Errors are a small enum so the engine can decide by kind, never by
 //! parsing text; messages keep Docker's own words for people.
 
+pub use crate::auth::RegistryAuth;
 use crate::spec::{ContainerSpec, VolumeSpec};
 use crate::state::{Health, Millis};
 use futures_util::stream::BoxStream;
@@ -188,11 +189,14 @@ pub trait Runtime: Send + Sync + 'static {
     /// Whether the image is present locally.
     fn image_present(&self, image: &str)
     -> impl Future<Output = Result<bool, RuntimeError>> + Send;
-    /// Pull the image (merging concurrent pulls of one image is the implementation's job),
-    /// reporting progress to `progress` when given.
+    /// Pull the image with the registry login `auth` (anonymously when `None`), reporting
+    /// progress to `progress` when given. Merging concurrent pulls of one image is the
+    /// implementation's job; pulls with different logins must not share a result. A refused
+    /// login is a [`RuntimeError::PullFailed`] that is not retriable, with the registry's message.
     fn pull(
         &self,
         image: &str,
+        auth: Option<&RegistryAuth>,
         progress: Option<ProgressSink>,
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
     /// Create the image `image` (`repository:tag`) from a root filesystem: `rootfs` is a tar

@@ -5,7 +5,7 @@
 mod common;
 
 use berth_engine::fake::FakeRuntime;
-use berth_engine::runtime::ProgressSink;
+use berth_engine::runtime::{ProgressSink, RegistryAuth};
 use berth_engine::spec::{ContainerSpec, LABEL_CONTAINER, VolumeSpec};
 use berth_engine::{
     Command, ContainerInfo, RunConfig, Runtime, RuntimeError, RuntimeEvent, Status, TaskState,
@@ -65,9 +65,17 @@ impl Runtime for Slow {
         )
         .await
     }
-    async fn pull(&self, image: &str, progress: Option<ProgressSink>) -> Result<(), RuntimeError> {
-        self.record(format!("pull {image}"), self.inner.pull(image, progress))
-            .await
+    async fn pull(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: Option<ProgressSink>,
+    ) -> Result<(), RuntimeError> {
+        self.record(
+            format!("pull {image}"),
+            self.inner.pull(image, auth, progress),
+        )
+        .await
     }
     async fn import_image(
         &self,

@@ -184,6 +184,10 @@ pub struct ContainerDefinition {
     /// when it asks for none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuRequest>,
+    /// `repositoryCredentials`: the secret holding the registry login for this container's image
+    /// (resolved through the secret provider when the image is pulled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_credentials: Option<RepositoryCredentials>,
 }
 
 /// A `resourceRequirements` entry of type `GPU`.
@@ -204,6 +208,15 @@ impl GpuRequest {
             GpuRequest::All => "ALL".to_owned(),
         }
     }
+}
+
+/// `repositoryCredentials`: where the registry login for a private image is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryCredentials {
+    /// The secret's ARN or name (ECS: a Secrets Manager secret whose value is
+    /// `{"username": "...", "password": "..."}`); names the secret, holds no secret itself.
+    pub credentials_parameter: String,
 }
 
 /// One `extraHosts` entry: a line added to the container's `/etc/hosts`.
@@ -256,6 +269,7 @@ impl ContainerDefinition {
             pseudo_terminal: false,
             disable_networking: false,
             gpu: None,
+            repository_credentials: None,
         }
     }
 

@@ -712,7 +712,7 @@ pub async fn images_and_pulls<S: Subject>(subject: &S) {
 
     let missing = subject.missing_image();
     assert!(!present(missing.clone()).await);
-    match rt.pull(&missing, None).await {
+    match rt.pull(&missing, None, None).await {
         Err(RuntimeError::PullFailed {
             image, retriable, ..
         }) => {
@@ -731,7 +731,7 @@ pub async fn images_and_pulls<S: Subject>(subject: &S) {
         !present(pullable.clone()).await,
         "not present before the pull"
     );
-    rt.pull(&pullable, None)
+    rt.pull(&pullable, None, None)
         .await
         .unwrap_or_else(|e| panic!("pull {pullable}: {e}"));
     assert!(present(pullable.clone()).await, "present after the pull");

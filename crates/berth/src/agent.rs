@@ -114,6 +114,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub secrets: crate::secrets::SecretArgs,
+
+    #[command(flatten)]
+    pub registry: crate::registry_auth::RegistryAuthArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -146,6 +149,8 @@ struct Agent {
     pull_behavior: PullBehavior,
     /// The operator's pause image (`--pause-image`), or berth's own.
     pause_image: Option<String>,
+    /// Finds each pull's registry login (the chain of `--engine-auth-*` and `--docker-config`).
+    registry_auth: Arc<berth_docker::AuthChain>,
     volume_plugin: String,
     /// The host's log drivers: a submitted definition is resolved with it before it is stored.
     log_policy: berth_model::logging::LogPolicy,
@@ -210,6 +215,7 @@ impl Agent {
             pull_behavior: self.pull_behavior,
             pause_image: self.pause_image.clone(),
             pull_record: self.store.clone(),
+            registry_auth: Some(self.registry_auth.clone()),
             volume_plugin: self.volume_plugin.clone(),
             persist: Some(self.store.clone()),
             resume,
@@ -397,6 +403,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     };
     let cleanup_wait = args.cleanup_wait()?;
     let log_policy = args.logs.policy()?;
+    let secrets = args.secrets.provider()?;
+    let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
     let docker = berth_docker::connect(args.docker_host.as_deref())
         .await
@@ -417,9 +425,10 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         },
         pull_behavior: args.pull.behavior()?,
         pause_image: args.pull.pause_image.clone(),
+        registry_auth: Arc::new(registry_auth),
         volume_plugin: args.volume_plugin.clone(),
         log_policy,
-        secrets: args.secrets.provider()?,
+        secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,
@@ -430,6 +439,12 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         tracker: TaskTracker::new(),
         shutdown: CancellationToken::new(),
     });
+    // The registries with engine auth data, never their logins.
+    let engine_auth_registries = agent.registry_auth.engine_registries();
+    let docker_config = args
+        .registry
+        .docker_config_path()
+        .map_or_else(|| "none".to_string(), |p| p.display().to_string());
     tracing::info!(
         config = %args.config.display(),
         data_dir = %data_dir.display(),
@@ -444,6 +459,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         secrets_dir = ?args.secrets.secrets_dir,
         secrets_from_env = args.secrets.secrets_from_env,
         environment_files_dir = ?args.secrets.environment_files_dir,
+        engine_auth_registries = ?engine_auth_registries,
+        docker_config = %docker_config,
         "berth agent starting"
     );
 

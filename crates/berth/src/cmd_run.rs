@@ -32,7 +32,8 @@ pub struct Args {
 
     /// Print the configuration this run would use (file, then environment, then flags: data-dir,
     /// docker-host, volume-plugin, pull-*, pause-image, the log drivers, secrets-dir, secrets-from-env,
-    /// environment-files-dir) as TOML and exit; FILE is not needed.
+    /// environment-files-dir, registry logins except the engine auth data) as TOML and exit; FILE is
+    /// not needed.
     #[arg(long)]
     pub print_config: bool,
 
@@ -56,6 +57,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub pull: PullArgs,
+
+    #[command(flatten)]
+    pub registry: crate::registry_auth::RegistryAuthArgs,
 
     /// The Docker volume driver name of berth's volume plugin (`berth volume-plugin`), used for
     /// the task's efsVolumeConfiguration volumes.
@@ -244,6 +248,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(file) = &args.file else {
         anyhow::bail!("a task definition FILE is required");
     };
+    // Checked before anything runs: malformed engine auth data is a configuration error.
+    let secrets = args.secrets.provider()?;
+    let auth = args.registry.chain_with_secrets(secrets.clone())?;
     let policy = args.logs.policy()?;
     let parsed = match crate::input::load(file, &policy) {
         Ok(parsed) => parsed,
@@ -253,12 +260,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(run_async(args, parsed.definition))
+    runtime.block_on(run_async(args, parsed.definition, auth, secrets))
 }
 
 async fn run_async(
     args: Args,
     definition: berth_model::TaskDefinition,
+    auth: berth_docker::AuthChain,
+    secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
 ) -> anyhow::Result<ExitCode> {
     let docker = match berth_docker::connect(args.docker_host.as_deref()).await {
         Ok(d) => d,
@@ -309,9 +318,10 @@ async fn run_async(
         pull_behavior: args.pull.behavior()?,
         pause_image: args.pull.pause_image.clone(),
         pull_record: Arc::new(pull_record),
+        registry_auth: Some(Arc::new(auth)),
         volume_plugin: args.volume_plugin.clone(),
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
-        secrets: args.secrets.provider()?,
+        secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
         ..RunConfig::new(data_dir.clone())
     };

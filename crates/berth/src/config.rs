@@ -112,6 +112,10 @@ const KEYS: &[Key] = &[
         &["BERTH_ENVIRONMENT_FILES_DIR"],
         Kind::Value,
     ),
+    key("engine-auth-type", &["ECS_ENGINE_AUTH_TYPE"], Kind::Value),
+    key("engine-auth-data", &["ECS_ENGINE_AUTH_DATA"], Kind::Value),
+    key("docker-config", &["BERTH_DOCKER_CONFIG"], Kind::Value),
+    key("credential-helper-timeout", &[], Kind::Value),
 ];
 
 /// The log driver keys: every subcommand that resolves task definitions takes them, so
@@ -138,6 +142,10 @@ const RUN: &[(&str, &str)] = &[
     ("secrets-dir", "secrets-dir"),
     ("secrets-from-env", "secrets-from-env"),
     ("environment-files-dir", "environment-files-dir"),
+    ("engine-auth-type", "engine-auth-type"),
+    ("engine-auth-data", "engine-auth-data"),
+    ("docker-config", "docker-config"),
+    ("credential-helper-timeout", "credential-helper-timeout"),
 ];
 const VALIDATE: &[(&str, &str)] = &LOG_KEYS;
 const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-host")];
@@ -166,6 +174,10 @@ const AGENT: &[(&str, &str)] = &[
     ("secrets-dir", "secrets-dir"),
     ("secrets-from-env", "secrets-from-env"),
     ("environment-files-dir", "environment-files-dir"),
+    ("engine-auth-type", "engine-auth-type"),
+    ("engine-auth-data", "engine-auth-data"),
+    ("docker-config", "docker-config"),
+    ("credential-helper-timeout", "credential-helper-timeout"),
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
@@ -358,7 +370,8 @@ fn put_common(t: &mut toml::Table, data_dir: &Option<PathBuf>, docker_host: &Opt
 }
 
 /// The agent's effective configuration (`berth agent --print-config`), as TOML with the long option
-/// names as keys: every key of [`KEYS`] (`docker-host` and `metadata-advertise` when set).
+/// names as keys: every key of [`KEYS`] (`docker-host`, `metadata-advertise`, `engine-auth-type`
+/// and `docker-config` when set) except `engine-auth-data`, which is never printed.
 pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     let mut t = toml::Table::new();
     put_common(&mut t, &args.data_dir, &args.docker_host);
@@ -388,6 +401,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     put_pull(&mut t, &args.pull)?;
     crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
     args.secrets.put_toml(&mut t);
+    args.registry.put(&mut t);
     Ok(toml::to_string(&t)?)
 }
 
@@ -399,6 +413,7 @@ pub fn run_toml(args: &crate::cmd_run::Args) -> anyhow::Result<String> {
     put_pull(&mut t, &args.pull)?;
     crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
     args.secrets.put_toml(&mut t);
+    args.registry.put(&mut t);
     Ok(toml::to_string(&t)?)
 }
 
@@ -504,6 +519,35 @@ mod tests {
         let argv =
             layered(&["berth", "agent"], file, &["BERTH_IMAGE_PULL_BEHAVIOR"]).expect("layered");
         assert_eq!(strs(&argv), ["berth", "agent", "--cleanup-wait=10m"]);
+    }
+
+    #[test]
+    fn registry_login_keys_layer_like_the_others() {
+        let file = "engine-auth-type = \"docker\"\nengine-auth-data = '{\"h:1\": {\"username\": \"u\", \"password\": \"p\"}}'\ndocker-config = \"/etc/berth/docker.json\"\n";
+        let argv = layered(&["berth", "run", "t.json"], file, &[]).expect("layered");
+        assert_eq!(
+            strs(&argv),
+            [
+                "berth",
+                "run",
+                "--docker-config=/etc/berth/docker.json",
+                "--engine-auth-data={\"h:1\": {\"username\": \"u\", \"password\": \"p\"}}",
+                "--engine-auth-type=docker",
+                "t.json"
+            ]
+        );
+        crate::Cli::try_parse_from(argv).expect("clap accepts it");
+        let argv = layered(
+            &["berth", "agent"],
+            file,
+            &["ECS_ENGINE_AUTH_TYPE", "ECS_ENGINE_AUTH_DATA"],
+        )
+        .expect("layered");
+        assert_eq!(
+            strs(&argv),
+            ["berth", "agent", "--docker-config=/etc/berth/docker.json"],
+            "ECS's variables beat the file"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod input;
 mod log_policy;
 mod metrics;
 mod output;
+mod registry_auth;
 mod secrets;
 
 use clap::{CommandFactory, Parser, Subcommand};

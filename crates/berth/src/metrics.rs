@@ -32,7 +32,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use berth_engine::report::{PullPhase, Report, now_ms};
 use berth_engine::runtime::{
-    ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, Runtime, RuntimeError, RuntimeEvent,
+    ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, RegistryAuth, Runtime,
+    RuntimeError, RuntimeEvent,
 };
 use berth_engine::spec::{ContainerSpec, VolumeSpec};
 use berth_engine::{EngineMetrics, Millis, Status, TaskState};
@@ -328,8 +329,14 @@ impl<R: Runtime> Runtime for Timed<R> {
         self.time("image_present", self.inner.image_present(image))
             .await
     }
-    async fn pull(&self, image: &str, progress: Option<ProgressSink>) -> Result<(), RuntimeError> {
-        self.time("pull", self.inner.pull(image, progress)).await
+    async fn pull(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+        progress: Option<ProgressSink>,
+    ) -> Result<(), RuntimeError> {
+        self.time("pull", self.inner.pull(image, auth, progress))
+            .await
     }
     async fn import_image(
         &self,

@@ -16,12 +16,12 @@ use super::relations::{DependencyInfo, LinkInfo, PortInfo};
 use super::rules::{
     CONTAINER, CONTAINER_CPU, ENV_VAR, ENVIRONMENT_FILE, HC_INTERVAL, HC_RETRIES, HC_START_PERIOD,
     HC_TIMEOUT, HEALTH_CHECK, LOG_CONFIGURATION, MAX_ENVIRONMENT_FILES, MEMORY, MEMORY_RESERVATION,
-    MISSING, NAME_RULE, SECRET, TIMEOUT, ULIMIT, ULIMIT_NAMES, valid_name,
+    MISSING, NAME_RULE, REPOSITORY_CREDENTIALS, SECRET, TIMEOUT, ULIMIT, ULIMIT_NAMES, valid_name,
 };
 use crate::secret::{EnvironmentFileLocation, SecretReference};
 use crate::types::{
     ContainerDefinition, EnvVar, EnvironmentFile, EnvironmentFileType, HealthCheck,
-    LogConfiguration, LogDriver, Secret, Ulimit,
+    LogConfiguration, LogDriver, RepositoryCredentials, Secret, Ulimit,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -211,6 +211,9 @@ impl Checker {
                     def.disable_networking = self.boolean(p, v).unwrap_or(false);
                 }
                 "resourceRequirements" => def.gpu = self.resource_requirements(p, v),
+                "repositoryCredentials" => {
+                    def.repository_credentials = self.repository_credentials(p, v);
+                }
                 "linuxParameters" => {
                     let (lp, linux) = self.linux_parameters(p, v);
                     def.linux_parameters = lp;
@@ -429,6 +432,38 @@ impl Checker {
             }
         }
         out
+    }
+
+    /// `repositoryCredentials: {"credentialsParameter": "<secret ARN or name>"}`. The value names
+    /// a secret; it is resolved when the image is pulled, never here (this crate does no I/O).
+    fn repository_credentials(&mut self, path: &str, v: &Json) -> Option<RepositoryCredentials> {
+        let object = self.object(path, v)?;
+        let mut parameter = None;
+        for f in self.fields(path, object, &REPOSITORY_CREDENTIALS) {
+            if f.key == "credentialsParameter"
+                && let Some(s) = self.non_empty_string(&f.path, f.value)
+            {
+                if s.chars().any(char::is_whitespace) {
+                    self.error(
+                        &f.path,
+                        format!(
+                            "{} is not a secret ARN or name: it contains whitespace",
+                            quote(&s)
+                        ),
+                    );
+                }
+                parameter = Some(s);
+            }
+        }
+        if !has_field(object, "credentialsParameter") {
+            self.error(
+                key_path(path, "credentialsParameter"),
+                "missing required field; the ARN or name of the secret holding {\"username\", \"password\"}",
+            );
+        }
+        Some(RepositoryCredentials {
+            credentials_parameter: parameter?,
+        })
     }
 
     fn health_check(&mut self, path: &str, v: &Json) -> Option<HealthCheck> {

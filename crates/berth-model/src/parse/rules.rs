@@ -109,18 +109,24 @@ pub(super) const CONTAINER: Schema = Schema {
         "pseudoTerminal",
         "disableNetworking",
         "resourceRequirements",
+        "repositoryCredentials",
     ],
     ignored: &["credentialSpecs", "versionConsistency", "restartPolicy"],
-    unsupported: &[
-        "repositoryCredentials",
-        "firelensConfiguration",
-    ],
+    unsupported: &["firelensConfiguration"],
     quiet: &[],
     aws_only: &[],
 };
 
 pub(super) const ENV_VAR: Schema = Schema {
     known: &["name", "value"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+    aws_only: &[],
+};
+
+pub(super) const REPOSITORY_CREDENTIALS: Schema = Schema {
+    known: &["credentialsParameter"],
     ignored: &[],
     unsupported: &[],
     quiet: &[],
@@ -329,6 +335,7 @@ pub(super) const SCHEMAS: &[&Schema] = &[
     &ENV_VAR,
     &SECRET,
     &ENVIRONMENT_FILE,
+    &REPOSITORY_CREDENTIALS,
     &DEPENDENCY,
     &HEALTH_CHECK,
     &MOUNT_POINT,

@@ -6,8 +6,8 @@ use super::rules::{CONTAINER, edit_distance, unknown_field_message};
 use super::*;
 use crate::types::{
     Condition, Dependency, DockerVolumeConfiguration, EfsVolumeConfiguration, EnvVar, GpuRequest,
-    HealthCheck, MountPoint, NetworkMode, PortMapping, Protocol, Ulimit, Volume,
-    VolumeFrom, VolumeKind, VolumeScope,
+    HealthCheck, MountPoint, NetworkMode, PortMapping, Protocol, Ulimit, Volume, VolumeFrom,
+    VolumeKind, VolumeScope,
 };
 use std::collections::BTreeMap;
 
@@ -1597,21 +1597,14 @@ fn fields_berth_cannot_honour_are_errors() {
     assert_eq!(
         problems(&task(&c(
             "web",
-            r#""firelensConfiguration": {"type": "fluentbit"}, "repositoryCredentials": {"credentialsParameter": "arn:c"}"#
+            r#""firelensConfiguration": {"type": "fluentbit"}"#
         ))),
         vec![
             "containerDefinitions[0].firelensConfiguration: firelensConfiguration is not supported by berth",
-            "containerDefinitions[0].repositoryCredentials: repositoryCredentials is not supported by berth",
         ]
     );
     // Empty or null: nothing to honour.
-    assert!(
-        parse(&task(&c(
-            "web",
-            r#""firelensConfiguration": {}, "repositoryCredentials": null"#
-        )))
-        .is_ok()
-    );
+    assert!(parse(&task(&c("web", r#""firelensConfiguration": {}"#))).is_ok());
 }
 
 // --- secrets, secretOptions, environmentFiles --------------------------------------------------
@@ -1704,6 +1697,62 @@ fn bad_secrets_and_environment_files_are_errors_at_their_paths() {
             &format!(r#""environmentFiles": [{}]"#, eleven.join(","))
         ))),
         "containerDefinitions[0].environmentFiles: ECS takes at most 10 environment files per container, found 11; merge some"
+    );
+}
+
+#[test]
+fn repository_credentials_name_a_secret() {
+    let parsed = parse(&task(&c(
+        "web",
+        r#""repositoryCredentials": {"credentialsParameter": "arn:aws:secretsmanager:eu-west-1:1:secret:reg"}"#,
+    )))
+    .expect("valid");
+    assert_eq!(
+        parsed.definition.container_definitions[0].repository_credentials,
+        Some(crate::types::RepositoryCredentials {
+            credentials_parameter: "arn:aws:secretsmanager:eu-west-1:1:secret:reg".into()
+        })
+    );
+    assert!(
+        parse(&task(&c("web", r#""repositoryCredentials": null"#)))
+            .expect("null is absent")
+            .definition
+            .container_definitions[0]
+            .repository_credentials
+            .is_none()
+    );
+    assert_eq!(
+        problems(&task(&c("web", r#""repositoryCredentials": {}"#))),
+        vec![
+            "containerDefinitions[0].repositoryCredentials.credentialsParameter: missing required field; the ARN or name of the secret holding {\"username\", \"password\"}"
+        ]
+    );
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""repositoryCredentials": {"credentialsParameter": ""}"#
+        ))),
+        vec![
+            "containerDefinitions[0].repositoryCredentials.credentialsParameter: must not be empty"
+        ]
+    );
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""repositoryCredentials": {"credentialsParameter": "my secret"}"#
+        ))),
+        vec![
+            "containerDefinitions[0].repositoryCredentials.credentialsParameter: \"my secret\" is not a secret ARN or name: it contains whitespace"
+        ]
+    );
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""repositoryCredentials": {"credentialsParameter": 7}"#
+        ))),
+        vec![
+            "containerDefinitions[0].repositoryCredentials.credentialsParameter: expected a string, found a number (7)"
+        ]
     );
 }
 
