@@ -1095,3 +1095,69 @@ fn berth_logs_says_when_docker_keeps_no_logs_and_when_it_reads_a_local_copy() {
         "berth: note: container relayed logs through the \"syslog\" driver, which sends its output elsewhere; what follows is Docker's local copy (dual logging), which holds only what the driver accepted\n"
     );
 }
+
+#[test]
+fn kill_9_while_an_awsvpc_task_starts_then_restart_adopts_its_pause_container() {
+    // The pause container is stored and adopted like any container: whenever the agent dies, the
+    // restarted agent finds it, creates nothing twice, and cleanup removes it with the rest.
+    for delay_ms in [0u64, 250, 600] {
+        let mut agent = Agent::start("1h");
+        let family = unique_name("agent-awsvpc-");
+        let _g = FamilyGuard(family.clone());
+        let mut def = chain(&family, 3);
+        def["networkMode"] = json!("awsvpc");
+        let id = agent.submit(&def);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        agent.kill9();
+        agent.restart();
+        let v = agent.wait_for(&id, "ran after the restart", running);
+        let ids = family_containers(&family);
+        assert_eq!(
+            ids.len(),
+            4,
+            "three containers and one pause container, none twice (kill after {delay_ms} ms): {v}"
+        );
+        let pause = berth_testkit::docker_cli(&[
+            "ps",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            &format!("label=berth.family={family}"),
+            "--filter",
+            "label=berth.container=~internal~berth~pause",
+        ]);
+        let pause = pause.trim();
+        assert_eq!(pause.lines().count(), 1, "one running pause container");
+        for c in ["c0", "c1", "c2"] {
+            let mode = berth_testkit::docker_cli(&[
+                "ps",
+                "-q",
+                "--filter",
+                &format!("label=berth.family={family}"),
+                "--filter",
+                &format!("label=berth.container={c}"),
+                "--format",
+                "{{.ID}}",
+            ]);
+            let mode = berth_testkit::docker_cli(&[
+                "inspect",
+                "--format",
+                "{{.HostConfig.NetworkMode}}",
+                mode.trim(),
+            ]);
+            // Docker records the joined container by its full id.
+            assert_eq!(
+                mode.trim(),
+                format!("container:{pause}"),
+                "{c} joins the pause container's network namespace"
+            );
+        }
+        let (code, _, err) = agent.cli(&["rm", &id]);
+        assert_eq!(code, 0, "{err}");
+        agent.wait_forgotten(&id);
+        assert!(
+            family_containers(&family).is_empty(),
+            "cleanup removed every container, the pause container too"
+        );
+    }
+}
