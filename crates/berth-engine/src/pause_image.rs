@@ -245,12 +245,18 @@ pub fn import_changes() -> Vec<String> {
 }
 
 /// Makes sure the engine has the built-in pause image, importing it when it is absent; returns
-/// its name. Two concurrent calls may both see it absent and both import it: that is harmless, so
-/// no lock is taken (each import makes an image of the same files; the last one gets the name,
-/// the other is left untagged, a few hundred bytes that `docker image prune` removes, and a
-/// container made from it in between keeps running).
+/// its name. Imports from this process are serialized (the check and the import under one lock),
+/// so tasks starting together import it once and leave no untagged copy. Two berth processes may
+/// still both import it: harmless (each import makes an image of the same files; the last one
+/// gets the name, the other is left untagged, a few hundred bytes that `docker image prune`
+/// removes, and a container made from it in between keeps running).
 pub async fn ensure_pause_image<R: Runtime>(rt: &R) -> Result<String, RuntimeError> {
+    static IMPORTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let image = image_name();
+    if rt.image_present(&image).await? {
+        return Ok(image);
+    }
+    let _one_at_a_time = IMPORTING.lock().await;
     if rt.image_present(&image).await? {
         return Ok(image);
     }

@@ -110,6 +110,20 @@ fn interrupt(mut child: Child) {
     }
 }
 
+/// The first awsvpc run of this test binary, alone: it imports berth's pause image, so the tests
+/// that then run in parallel (each its own `berth run` process) do not import it side by side and
+/// leave an untagged copy behind.
+fn first_awsvpc_run_alone() {
+    static FIRST: std::sync::Once = std::sync::Once::new();
+    FIRST.call_once(|| {
+        let family = unique_name("berth-awsvpc-first-");
+        let _g = FamilyGuard(family.clone());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = run(&dir, &task(&family, vec![test_container("c", "exit 42")])).output();
+        assert_eq!(exit_code(&summary(&out), "c"), json!(42), "{}", out.stderr);
+    });
+}
+
 fn spawn(r: &BerthRun) -> Child {
     r.command()
         .stdout(Stdio::null())
@@ -120,6 +134,7 @@ fn spawn(r: &BerthRun) -> Child {
 
 #[test]
 fn containers_share_localhost_hostname_and_metadata_and_the_port_is_published() {
+    first_awsvpc_run_alone();
     let family = unique_name("berth-awsvpc-");
     let _g = FamilyGuard(family.clone());
     let dir = tempfile::tempdir().expect("temp dir");
@@ -175,6 +190,7 @@ fn containers_share_localhost_hostname_and_metadata_and_the_port_is_published() 
 
 #[test]
 fn two_awsvpc_tasks_do_not_share_localhost_and_a_taken_host_port_fails_at_once() {
+    first_awsvpc_run_alone();
     let family = unique_name("berth-awsvpc-two-");
     let _g = FamilyGuard(family.clone());
     let dir = tempfile::tempdir().expect("temp dir");
@@ -216,6 +232,7 @@ fn two_awsvpc_tasks_do_not_share_localhost_and_a_taken_host_port_fails_at_once()
 
 #[test]
 fn pid_mode_task_shares_one_pid_namespace_whose_pid_1_is_the_pause_program() {
+    first_awsvpc_run_alone();
     let family = unique_name("berth-pidtask-");
     let _g = FamilyGuard(family.clone());
     let dir = tempfile::tempdir().expect("temp dir");
@@ -237,6 +254,7 @@ fn pid_mode_task_shares_one_pid_namespace_whose_pid_1_is_the_pause_program() {
 
 #[test]
 fn ipc_mode_task_shares_dev_shm_between_containers() {
+    first_awsvpc_run_alone();
     let family = unique_name("berth-ipctask-");
     let _g = FamilyGuard(family.clone());
     let dir = tempfile::tempdir().expect("temp dir");
