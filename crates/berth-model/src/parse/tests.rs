@@ -1588,7 +1588,8 @@ fn aws_only_fields_are_accepted_with_what_berth_does_instead() {
 // --- FireLens ---------------------------------------------------------------------------------
 
 const ROUTER: &str = r#""firelensConfiguration": {"type": "fluentbit"}"#;
-const TO_ROUTER: &str = r#""logConfiguration": {"logDriver": "awsfirelens", "options": {"Name": "stdout"}}"#;
+const TO_ROUTER: &str =
+    r#""logConfiguration": {"logDriver": "awsfirelens", "options": {"Name": "stdout"}}"#;
 
 #[test]
 fn firelens_router_and_app_are_read() {
@@ -1618,7 +1619,11 @@ fn firelens_router_and_app_are_read() {
         Some("awsfirelens")
     );
     // ECS's default: metadata on.
-    let parsed = valid(&task(&format!("{},{}", c("r", ROUTER), c("app", TO_ROUTER))));
+    let parsed = valid(&task(&format!(
+        "{},{}",
+        c("r", ROUTER),
+        c("app", TO_ROUTER)
+    )));
     let router = parsed.definition.container_definitions[0]
         .firelens_configuration
         .clone()
