@@ -592,9 +592,19 @@ fn prepare_firelens(state: &mut TaskState, config: &RunConfig) {
     let identity = crate::firelens::TaskIdentity::new(&config.host, &config.cluster, &state.id);
     let result = paths.check().and_then(|()| {
         let text = crate::firelens::generate(&state.definition, &identity).unwrap_or_default();
+        let owner = crate::firelens::socket_owner(state.def(i).user.as_deref())?;
         std::fs::create_dir_all(&paths.config_dir)
             .and_then(|()| std::fs::create_dir_all(&paths.socket_dir))
             .map_err(|e| format!("cannot create {}: {e}", paths.dir.display()))?;
+        if let Some((uid, gid)) = owner {
+            // ECS: the router's user must be able to create its socket there.
+            std::os::unix::fs::chown(&paths.socket_dir, Some(uid), gid).map_err(|e| {
+                format!(
+                    "cannot give {} to user {uid}: {e}",
+                    paths.socket_dir.display()
+                )
+            })?;
+        }
         berth_fs::write_atomic(&paths.config_file, text.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", paths.config_file.display()))
     });

@@ -74,6 +74,26 @@ impl Paths {
     }
 }
 
+/// Who should own the socket directory, from the router's `user` (ECS's `SetOwnership`): none
+/// without a user; `uid`, `uid:gid`, or `uid:<group name>` (then the group stays the agent's, as
+/// on ECS: the name would have to be looked up in the image). A user given by name cannot be
+/// resolved outside the image: an error, as on ECS.
+pub fn socket_owner(user: Option<&str>) -> Result<Option<(u32, Option<u32>)>, String> {
+    let Some(user) = user.filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    let (uid, group) = match user.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (user, None),
+    };
+    let uid = uid.parse::<u32>().map_err(|_| {
+        format!(
+            "the log router's user {user:?} must start with a numeric user ID (ECS sets the socket directory's owner from it); use for example \"1000\" or \"1000:1000\""
+        )
+    })?;
+    Ok(Some((uid, group.and_then(|g| g.parse::<u32>().ok()))))
+}
+
 /// What the ECS metadata record fields say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskIdentity {
@@ -619,6 +639,17 @@ mod tests {
         let mut plain = ContainerSpec::default();
         apply(&mut plain, &def, 3, TASK, &paths, &values);
         assert_eq!(plain, ContainerSpec::default());
+    }
+
+    #[test]
+    fn socket_owner_from_the_routers_user() {
+        assert_eq!(socket_owner(None), Ok(None));
+        assert_eq!(socket_owner(Some("")), Ok(None));
+        assert_eq!(socket_owner(Some("1000")), Ok(Some((1000, None))));
+        assert_eq!(socket_owner(Some("1000:50")), Ok(Some((1000, Some(50)))));
+        assert_eq!(socket_owner(Some("1000:fluent")), Ok(Some((1000, None))));
+        let err = socket_owner(Some("fluent")).expect_err("a name");
+        assert!(err.contains("numeric user ID"), "{err}");
     }
 
     #[test]

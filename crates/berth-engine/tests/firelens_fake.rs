@@ -121,3 +121,53 @@ async fn router_first_apps_on_the_socket_router_last() {
     );
     assert!(router.mounts.iter().any(|m| m.target == "/var/run/"));
 }
+
+#[tokio::test]
+async fn a_router_whose_files_cannot_be_prepared_never_runs_nor_do_its_apps() {
+    let rt = FakeRuntime::new();
+    rt.add_image("img");
+    let mut router = container("log_router");
+    router.user = Some("fluent".into());
+    router.firelens_configuration = Some(FirelensConfiguration {
+        router_type: FirelensType::Fluentbit,
+        enable_ecs_log_metadata: true,
+        config_file: None,
+    });
+    let mut app = container("app");
+    app.log_configuration = Some(LogConfiguration {
+        log_driver: LogDriver::new("awsfirelens"),
+        options: [("Name".to_string(), "stdout".to_string())].into(),
+        secret_options: Vec::new(),
+    });
+    let s = state(vec![router, app]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rtx, _rrx) = mpsc::unbounded_channel();
+    let (_ctx, crx) = mpsc::channel::<Command>(1);
+    let (stx, _srx) = watch::channel(s.clone());
+    let done = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        run_task(
+            Arc::new(rt.clone()),
+            s,
+            RunConfig::new(dir.path().to_path_buf()),
+            rtx,
+            crx,
+            stx,
+        ),
+    )
+    .await
+    .expect("task ends");
+    assert_eq!(done.known(), Status::Stopped);
+    assert!(
+        rt.created_specs().is_empty(),
+        "nothing is created: {:?}",
+        rt.calls()
+    );
+    let reason = done.containers[0].reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with(
+            "FireLens: the log router's user \"fluent\" must start with a numeric user ID"
+        ),
+        "{reason}"
+    );
+}
