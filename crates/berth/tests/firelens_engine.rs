@@ -2,7 +2,9 @@
 //! that speaks the fluentd forward protocol, `tests/support/fluent_sink.rs`) receives an app
 //! container's stdout lines from Docker's fluentd driver, with the app's tag and the ECS metadata
 //! fields of the generated configuration; the configuration it read where Fluent Bit reads it is
-//! ECS's layout; Docker holds the fluentd driver with ECS's options.
+//! ECS's layout; Docker holds the fluentd driver with ECS's options; a secret log option reaches
+//! the router's environment (as `<name>_<index>`, the configuration naming the variable), never
+//! Docker's log driver.
 //!
 //! Run only through `scripts/test -p berth --test firelens_engine`.
 
@@ -77,6 +79,9 @@ fn host_name() -> String {
         .unwrap_or_default()
 }
 
+/// The value of the app's secret log option.
+const SECRET: &str = "fl-s3cr3t-value";
+
 #[test]
 fn an_apps_stdout_reaches_the_router_with_its_tag_and_the_ecs_metadata() {
     let family = unique_name("firelens-");
@@ -89,7 +94,8 @@ fn an_apps_stdout_reaches_the_router_with_its_tag_and_the_ecs_metadata() {
     let mut app = test_container("app", "echo line-one; echo line-two; sleep 2");
     app["logConfiguration"] = json!({
         "logDriver": "awsfirelens",
-        "options": {"Name": "stdout", "log-driver-buffer-limit": "1048576"}
+        "options": {"Name": "stdout", "log-driver-buffer-limit": "1048576"},
+        "secretOptions": [{"name": "apikey", "valueFrom": "/fl/logkey"}]
     });
     let router = json!({
         "name": "log_router",
@@ -116,7 +122,8 @@ fn an_apps_stdout_reaches_the_router_with_its_tag_and_the_ecs_metadata() {
     let out = BerthRun::new(env!("CARGO_BIN_EXE_berth"), dir.path().join("t.json"), &def)
         .prefer_cached()
         .data_dir(&data)
-        .args(["--keep", "--cluster", "berth-fl"])
+        .args(["--keep", "--cluster", "berth-fl", "--secrets-from-env"])
+        .env("BERTH_SECRET_FL_LOGKEY", SECRET)
         .output();
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
 
@@ -162,6 +169,17 @@ fn an_apps_stdout_reaches_the_router_with_its_tag_and_the_ecs_metadata() {
     );
     assert_eq!(log["Config"]["fluentd-buffer-limit"], "1048576", "{log}");
     assert_eq!(log["Config"]["fluentd-async"], "true", "{log}");
+    assert!(
+        !log.to_string().contains(SECRET) && log["Config"].get("apikey").is_none(),
+        "the secret log option goes to the router, not to Docker's driver: {log}"
+    );
+    // ECS: the router's environment carries it, as `<name>_<container index>`.
+    let router_id = ids
+        .iter()
+        .find(|id| **id != app_id)
+        .expect("the router container");
+    let env = docker_cli(&["inspect", "-f", "{{json .Config.Env}}", router_id]);
+    assert!(env.contains(&format!("\"apikey_0={SECRET}\"")), "{env}");
 
     // The router's view: the configuration where Fluent Bit reads it, in ECS's layout.
     let arn = format!("arn:berth:{}:task/berth-fl/{task_id}", host_name());
@@ -200,6 +218,7 @@ fn an_apps_stdout_reaches_the_router_with_its_tag_and_the_ecs_metadata() {
 [OUTPUT]
     Name stdout
     Match app-firelens*
+    apikey ${{apikey_0}}
 "
     );
     assert_eq!(config, want);
