@@ -10,7 +10,9 @@
 //! network namespace (berth's `awsvpc`, compose's `network_mode: service:`): it creates and starts
 //! one owner container on the bridge (from OWNER_IMAGE with its default command, e.g. berth's pause
 //! image; else IMAGE like the others), then N containers joined to it with `container:<owner>`, all
-//! at once. `shared 0 IMAGE OWNER_IMAGE` times a single create+start of OWNER_IMAGE.
+//! at once. `shared 0 IMAGE OWNER_IMAGE` times a single create+start of OWNER_IMAGE. `joined` is
+//! the same with the owner created and started before the clock starts: the time of the N joined
+//! containers alone, so `shared` minus `joined` is what the owner adds on the critical path.
 
 use berth_testkit::bollard;
 use bollard::Docker;
@@ -62,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (mode, n, image, owner_image) = match &args[..] {
         [_, mode, n, image] => (mode.clone(), n.parse::<usize>()?, image.clone(), None),
-        [_, mode, n, image, owner] if mode == "shared" => (
+        [_, mode, n, image, owner] if mode == "shared" || mode == "joined" => (
             mode.clone(),
             n.parse::<usize>()?,
             image.clone(),
@@ -70,15 +72,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         _ => {
             return Err(
-                "usage: engine_floor chain|parallel|parallel:K N IMAGE, or shared N IMAGE [OWNER_IMAGE]"
+                "usage: engine_floor chain|parallel|parallel:K N IMAGE, or shared|joined N IMAGE [OWNER_IMAGE]"
                     .into(),
             );
         }
     };
     let d = Docker::connect_with_defaults()?.negotiate_version().await?;
     let tag: u32 = std::process::id();
-    if mode == "shared" {
-        return shared(&d, tag, n, &image, owner_image.as_deref()).await;
+    if mode == "shared" || mode == "joined" {
+        let owner_timed = mode == "shared";
+        return shared(&d, tag, n, &image, owner_image.as_deref(), owner_timed).await;
     }
     let width = match mode.as_str() {
         "chain" => 1,
@@ -86,9 +89,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         m => match m.strip_prefix("parallel:").map(str::parse::<usize>) {
             Some(Ok(k)) if k > 0 => k,
             _ => {
-                return Err(
-                    format!("unknown mode {m:?}: chain, parallel, parallel:K or shared").into(),
-                );
+                return Err(format!(
+                    "unknown mode {m:?}: chain, parallel, parallel:K, shared or joined"
+                )
+                .into());
             }
         },
     };
@@ -121,12 +125,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// `shared`: the owner is created and started first, then the N joined containers all at once.
+/// Without `owner_timed` (`joined`) the clock starts once the owner runs.
 async fn shared(
     d: &Docker,
     tag: u32,
     n: usize,
     image: &str,
     owner_image: Option<&str>,
+    owner_timed: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     use futures_util::future::try_join_all;
     let owner_spec = Spec {
@@ -134,22 +140,34 @@ async fn shared(
         loop_cmd: owner_image.is_none(),
         network_mode: "bridge".into(),
     };
-    let t = Instant::now();
+    let mut t = Instant::now();
     let owner = create_start(d, &format!("floor-{tag}-owner"), &owner_spec).await?;
+    if !owner_timed {
+        t = Instant::now();
+    }
     let joined_spec = Spec {
         image,
         loop_cmd: true,
         network_mode: format!("container:{owner}"),
     };
-    let joined = try_join_all((0..n).map(|i| {
+    let rm = RemoveContainerOptionsBuilder::default().force(true).build();
+    let joined = match try_join_all((0..n).map(|i| {
         let spec = &joined_spec;
         async move { create_start(d, &format!("floor-{tag}-{i}"), spec).await }
     }))
-    .await?;
+    .await
+    {
+        Ok(ids) => ids,
+        Err(e) => {
+            // Do not leave the owner behind (a joined container that was created stays; it is
+            // named floor-<pid>-<i> and labelled berth.bench=1).
+            let _ = d.remove_container(&owner, Some(rm.clone())).await;
+            return Err(e.into());
+        }
+    };
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     println!("{ms:.1}");
     // The joined containers go first: the owner holds their network namespace.
-    let rm = RemoveContainerOptionsBuilder::default().force(true).build();
     for id in joined.into_iter().chain([owner]) {
         d.remove_container(&id, Some(rm.clone())).await?;
     }
