@@ -406,12 +406,14 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let secrets = args.secrets.provider()?;
     let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
-    let docker = berth_docker::connect(args.docker_host.as_deref())
-        .await
-        .context("connecting to the Docker Engine")?;
+    // The error names the address tried and what to check.
+    let docker = berth_docker::connect(args.docker_host.as_deref()).await?;
     let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
     let metrics = Arc::new(crate::metrics::Metrics::new(engine_metrics.clone()));
-    let docker_rt = args.pull.configure(DockerRuntime::new(docker));
+    let docker_rt = args.pull.configure(
+        DockerRuntime::new(docker)
+            .with_engine(berth_docker::engine_address(args.docker_host.as_deref())),
+    );
     crate::log_policy::warn_missing(&docker_rt, &log_policy).await;
     let rt = Arc::new(Timed::new(docker_rt, &metrics));
     let (events, _) = broadcast::channel(4096);

@@ -342,10 +342,9 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                 .docker_id
                 .as_deref()
                 .ok_or_else(|| anyhow!("container {container} was never created: no logs"))?;
-            let docker = berth_docker::connect(docker_host.as_deref())
-                .await
-                .context("connecting to the Docker Engine")?;
-            let rt = berth_docker::DockerRuntime::new(docker);
+            let docker = berth_docker::connect(docker_host.as_deref()).await?;
+            let rt = berth_docker::DockerRuntime::new(docker)
+                .with_engine(berth_docker::engine_address(docker_host.as_deref()));
             // Whether Docker keeps this container's logs where its logs API reads them depends on
             // the driver it has (the definition's as resolved for the host, or the daemon's).
             use crate::log_policy::{Explain, explain, is_not_readable, not_kept};

@@ -272,15 +272,16 @@ async fn run_async(
     let docker = match berth_docker::connect(args.docker_host.as_deref()).await {
         Ok(d) => d,
         Err(e) => {
-            eprintln!(
-                "berth: cannot reach the Docker Engine: {e}\n  is dockerd running? (`docker info` tells; --docker-host or DOCKER_HOST choose another)"
-            );
+            // The error names the address tried and what to check.
+            eprintln!("berth: {e}");
             return Ok(ExitCode::from(EXIT_NOT_RUN));
         }
     };
     let rt = Arc::new(
-        args.pull
-            .configure(berth_docker::DockerRuntime::new(docker)),
+        args.pull.configure(
+            berth_docker::DockerRuntime::new(docker)
+                .with_engine(berth_docker::engine_address(args.docker_host.as_deref())),
+        ),
     );
     // The policy was checked before the definition was read; here only compared with the Engine.
     crate::log_policy::warn_missing(&rt, &args.logs.policy()?).await;
