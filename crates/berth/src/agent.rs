@@ -351,8 +351,18 @@ async fn start_metadata(
         Err(e @ berth_api::metadata::MetadataError::Listen { .. }) => {
             return Err(e).context("starting the metadata endpoint");
         }
+        // The bridge's gateway unknown or not bindable: host, none (and awsvpc with an advertised
+        // URL) tasks need no bridge listener, so the agent goes on without it.
         Err(e) => {
-            tracing::warn!(error = %e, "no listener on the Docker bridge; bridge-mode containers cannot reach the metadata endpoint (use --metadata-advertise)");
+            // The gateway error already names --metadata-advertise.
+            let hint = match e {
+                berth_api::metadata::MetadataError::BridgeGateway(_) => "",
+                _ => " (--metadata-advertise URL gives them an address they can reach)",
+            };
+            tracing::warn!(
+                "{e}; going on without a listener on the Docker bridge: bridge-mode containers \
+                 cannot reach the metadata endpoint{hint}; host and none tasks are not affected"
+            );
             MetadataServer::start_with_routes(
                 agent.rt.clone(),
                 agent.directory.clone(),
