@@ -1251,3 +1251,48 @@ fn a_metadata_port_in_use_on_loopback_stops_the_agent_with_the_errno_once() {
     assert!(err.contains(&format!("cannot listen on {addr}: ")), "{err}");
     assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
 }
+
+#[test]
+fn the_id_prefix_ps_prints_works_for_inspect_logs_stop_and_rm() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-prefix-");
+    let _g = FamilyGuard(family.clone());
+    let mut c = container("a", &format!("echo prefix-logs; {SERVE}"));
+    c["essential"] = json!(true);
+    let id = agent.submit(&json!({"family": family, "containerDefinitions": [c]}));
+    agent.wait_for(&id, "ran", running);
+    // The id as `berth ps` prints it.
+    let (_, ps, _) = agent.cli(&["ps"]);
+    let short = ps
+        .lines()
+        .find(|l| l.contains(&family))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no row for {family}: {ps}"))
+        .to_string();
+    assert!(
+        short.len() < id.len() && id.starts_with(&short),
+        "{short} {id}"
+    );
+    let (code, out, err) = agent.cli(&["inspect", "--output", "json", &short]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).expect("JSON")["task"],
+        id.as_str()
+    );
+    let (code, out, err) = berth_logs(&agent, &short, "a");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("prefix-logs"), "{out}");
+    let (code, out, err) = agent.cli(&["stop", &short]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("stopping {id}"));
+    let v = agent.wait_for(&id, "stopped", stopped);
+    assert_eq!(v["stoppedReason"], "stopped through the API");
+    let (code, out, err) = agent.cli(&["rm", &short]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("removing {id}"));
+    agent.wait_forgotten(&id);
+    assert!(family_containers(&family).is_empty(), "containers removed");
+    let (code, _, err) = agent.cli(&["stop", &short]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("no task {short}")), "{err}");
+}
