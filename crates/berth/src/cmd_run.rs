@@ -140,6 +140,21 @@ impl MetadataArgs {
     }
 }
 
+/// What `--keep` left behind, naming only what exists: the task's containers if Docker created
+/// any, its directory if it was created (only tasks with task-scoped volumes have one). None when
+/// nothing was left.
+fn kept_line(state: &TaskState, data_dir: &std::path::Path) -> Option<String> {
+    let mut kept = Vec::new();
+    if state.containers.iter().any(|c| c.docker_id.is_some()) {
+        kept.push(format!("containers labelled berth.task={}", state.id));
+    }
+    let dir = berth_engine::spec::task_dir(data_dir, &state.id);
+    if dir.exists() {
+        kept.push(dir.display().to_string());
+    }
+    (!kept.is_empty()).then(|| format!("kept: {}", kept.join(" and ")))
+}
+
 /// Image pull options (shared by every command that runs tasks).
 #[derive(clap::Args, Debug, Clone)]
 pub struct PullArgs {
@@ -401,11 +416,10 @@ async fn run_async(
                 berth_engine::spec::task_dir(&data_dir, &task_id).display()
             );
         }
-    } else if out == Output::Text {
-        println!(
-            "kept: containers labelled berth.task={task_id} and {}",
-            berth_engine::spec::task_dir(&data_dir, &task_id).display()
-        );
+    } else if out == Output::Text
+        && let Some(kept) = kept_line(&final_state, &data_dir)
+    {
+        println!("{kept}");
     }
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_NOT_RUN)))
 }
