@@ -36,7 +36,7 @@ use crate::inspect::{ManagedContainer, details_of, info_of, managed_of, network_
 use crate::pull::{PullRetry, Pulls, split_reference};
 
 /// An unreachable Engine's error names the address tried and what to check.
-fn name_engine(engine: &str, e: RuntimeError) -> RuntimeError {
+pub(crate) fn name_engine(engine: &str, e: RuntimeError) -> RuntimeError {
     match e {
         RuntimeError::Unavailable(cause) => RuntimeError::Unavailable(unreachable(engine, &cause)),
         other => other,
@@ -428,7 +428,7 @@ impl Runtime for DockerRuntime {
         &self,
         task_id: &str,
     ) -> Result<BoxStream<'static, RuntimeEvent>, RuntimeError> {
-        Ok(task_events(&self.docker, task_id))
+        Ok(task_events(&self.docker, &self.engine, task_id))
     }
 
     async fn inspect_details(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
