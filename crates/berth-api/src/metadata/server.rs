@@ -32,11 +32,18 @@ use tokio::task::JoinHandle;
 /// What can go wrong starting the endpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
-    #[error("cannot listen on {addr}: {source}")]
+    // The errno is in the message and not also a `source`, so a chain printer shows it once.
+    #[error("cannot listen on {addr}: {error}")]
     Listen {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
+    },
+    /// The main listener is up; the one on the Docker bridge's gateway (for bridge-mode
+    /// containers) could not be opened. The agent goes on without it.
+    #[error("cannot listen on the Docker bridge's gateway {addr}: {error}")]
+    BridgeListen {
+        addr: SocketAddr,
+        error: std::io::Error,
     },
     #[error(
         "cannot find the Docker bridge's gateway address for bridge-mode containers: {0} (--metadata-advertise URL says where containers reach the endpoint instead)"
@@ -384,7 +391,7 @@ pub struct MetadataServer {
 async fn bind(addr: SocketAddr) -> Result<TcpListener, MetadataError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| MetadataError::Listen { addr, source })
+        .map_err(|error| MetadataError::Listen { addr, error })
 }
 
 impl MetadataServer {
@@ -415,9 +422,9 @@ impl MetadataServer {
         extra: Router,
     ) -> Result<MetadataServer, MetadataError> {
         let main = bind(listen.addr).await?;
-        let local = main.local_addr().map_err(|source| MetadataError::Listen {
+        let local = main.local_addr().map_err(|error| MetadataError::Listen {
             addr: listen.addr,
-            source,
+            error,
         })?;
         let host_ip = if local.ip().is_unspecified() {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
@@ -430,7 +437,10 @@ impl MetadataServer {
             let gateway = IpAddr::V4(address::bridge_gateway(&*rt).await?);
             let addr = SocketAddr::new(gateway, local.port());
             if !local.ip().is_unspecified() && local.ip() != gateway {
-                listeners.push(bind(addr).await?);
+                let bridge = TcpListener::bind(addr)
+                    .await
+                    .map_err(|error| MetadataError::BridgeListen { addr, error })?;
+                listeners.push(bridge);
             }
             format!("http://{addr}")
         } else {
