@@ -14,13 +14,29 @@ use tokio::net::{TcpListener, TcpStream};
 const REQUEST: &[u8] = b"GET /hi HTTP/1.1\r\nHost: t\r\n\r\n";
 
 fn app() -> Router {
-    Router::new().route("/hi", get(|| async { "hello" })).route(
-        "/slow",
-        get(|| async {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            "done"
-        }),
-    )
+    Router::new()
+        .route("/hi", get(|| async { "hello" }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                "done"
+            }),
+        )
+        .route(
+            "/stream",
+            get(|| async {
+                // Ten chunks 150 ms apart: 1.5 s, five header timeouts.
+                let chunks = futures_util::stream::unfold(0u8, |n| async move {
+                    if n == 10 {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    Some((Ok::<_, std::io::Error>(format!("chunk{n}\n")), n + 1))
+                });
+                axum::body::Body::from_stream(chunks)
+            }),
+        )
 }
 
 fn limits() -> ServerLimits {
@@ -102,6 +118,18 @@ async fn a_head_sent_too_slowly_and_an_idle_connection_are_closed_after_the_head
     let (_, closed) = read_until_closed(&mut idle, Duration::from_secs(3)).await;
     assert!(closed, "an idle keep-alive connection stayed open");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+#[tokio::test]
+async fn an_answer_streamed_longer_than_the_header_timeout_is_not_cut() {
+    let (addr, _stop) = start(limits()).await;
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let (got, closed) = read_until_closed(&mut s, Duration::from_secs(5)).await;
+    assert!(closed, "{got:?}");
+    assert!(got.contains("chunk9"), "the stream was cut: {got:?}");
 }
 
 #[tokio::test]
