@@ -78,20 +78,33 @@ impl Agent {
         self.dir.path().join("api.sock")
     }
 
-    /// `berth ps`: exit code and how long it took.
+    /// `berth ps`: exit code (-1 if it did not answer within 5 s: killed), how long it took, its
+    /// stderr.
     fn ps(&self) -> (i32, Duration, String) {
         let t = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
             .arg("ps")
             .arg("--agent")
             .arg(self.socket())
-            .output()
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
             .expect("berth runs");
-        (
-            out.status.code().unwrap_or(-1),
-            t.elapsed(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (status.code().unwrap_or(-1), t.elapsed(), err);
+            }
+            if t.elapsed() > Duration::from_secs(5) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return (-1, t.elapsed(), "no answer within 5 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     fn open_fds(&self) -> usize {
