@@ -205,6 +205,8 @@ pub async fn serve<L>(
             }
         });
     }
+    // Stop listening at once: a client gets "connection refused", not a wait in the backlog.
+    drop(listener);
     let _ = closing.send(true);
     while conns.join_next().await.is_some() {}
 }
