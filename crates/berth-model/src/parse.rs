@@ -29,6 +29,7 @@ mod checker;
 mod container;
 mod cross;
 mod dns;
+mod firelens;
 mod json;
 mod linux;
 mod relations;

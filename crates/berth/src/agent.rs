@@ -157,6 +157,8 @@ struct Agent {
     /// Where secrets come from (`--secrets-dir`, `--secrets-from-env`).
     secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
     environment_files_dir: Option<PathBuf>,
+    /// `--cluster`: FireLens's `ecs_cluster` field and task ARN.
+    cluster: String,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
@@ -225,6 +227,7 @@ impl Agent {
             ready,
             secrets: self.secrets.clone(),
             environment_files_dir: self.environment_files_dir.clone(),
+            cluster: self.cluster.clone(),
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -430,6 +433,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         log_policy,
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        cluster: args.cluster.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,
         engine_metrics,

@@ -323,6 +323,7 @@ async fn run_async(
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        cluster: args.metadata.cluster.clone(),
         ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;
