@@ -10,6 +10,7 @@ use crate::metadata::directory::{Rendered, TaskDirectory, TaskEntry};
 use crate::metadata::json::{self, TaskInfo};
 use crate::metadata::ratelimit::RateLimit;
 use crate::metadata::{address, json::container_response};
+use crate::serve::ServerLimits;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -59,6 +60,8 @@ pub struct MetadataConfig {
     pub rate_limit: RateLimit,
     /// How long a container's Docker details are reused while its status and health stay the same.
     pub details_ttl: Duration,
+    /// Connection bounds, each listener its own (docs/metadata.md).
+    pub limits: ServerLimits,
 }
 
 impl Default for MetadataConfig {
@@ -67,6 +70,7 @@ impl Default for MetadataConfig {
             task: TaskInfo::default(),
             rate_limit: RateLimit::ECS_DEFAULT,
             details_ttl: Duration::from_millis(500),
+            limits: ServerLimits::METADATA,
         }
     }
 }
@@ -459,6 +463,7 @@ impl MetadataServer {
                 host_base,
             },
         };
+        let limits = config.limits;
         let app = router(rt, directory, config);
         let main_app = app.clone().merge(extra);
         let (stop, stopped) = watch::channel(false);
@@ -480,14 +485,10 @@ impl MetadataServer {
                     // Small request/answer exchanges: never wait to coalesce.
                     let _ = tcp.set_nodelay(true);
                 });
-                let served = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = stopped.wait_for(|s| *s).await;
-                    })
-                    .await;
-                if let Err(e) = served {
-                    tracing::warn!(error = %e, "metadata endpoint listener failed");
-                }
+                let stop = async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                };
+                crate::serve::serve(listener, app, limits, stop, "metadata endpoint").await;
             }));
         }
         Ok(MetadataServer {
