@@ -478,9 +478,10 @@ mod tests {
         assert_eq!(fake.imports(), 1, "the call reached the wrapped runtime");
         assert!(fake.image_present(&image).await.expect("present?"));
         let text = m.render(&[]).expect("encodes");
-        for op in ["image_present", "import"] {
+        // Absent, then absent again under the import lock, then imported.
+        for (op, n) in [("image_present", 2), ("import", 1)] {
             let line =
-                format!("berth_docker_request_duration_seconds_count{{operation=\"{op}\"}} 1");
+                format!("berth_docker_request_duration_seconds_count{{operation=\"{op}\"}} {n}");
             assert!(text.contains(&line), "no {line} in:\n{text}");
         }
     }

@@ -1131,7 +1131,7 @@ fn kill_9_while_an_awsvpc_task_starts_then_restart_adopts_its_pause_container() 
         for c in ["c0", "c1", "c2"] {
             let mode = berth_testkit::docker_cli(&[
                 "ps",
-                "-q",
+                "-aq",
                 "--filter",
                 &format!("label=berth.family={family}"),
                 "--filter",
@@ -1150,6 +1150,21 @@ fn kill_9_while_an_awsvpc_task_starts_then_restart_adopts_its_pause_container() 
                 mode.trim(),
                 format!("container:{pause}"),
                 "{c} joins the pause container's network namespace"
+            );
+            let state = berth_testkit::docker_cli(&[
+                "ps",
+                "-a",
+                "--filter",
+                &format!("label=berth.family={family}"),
+                "--format",
+                "{{.Names}} {{.Status}}",
+            ]);
+            assert!(
+                v["containers"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().all(|c| c["known"] == "RUNNING")),
+                "every container runs after the restart (kill after {delay_ms} ms): {v}\n{state}\n{}",
+                agent.log()
             );
         }
         let (code, _, err) = agent.cli(&["rm", &id]);
