@@ -8,7 +8,9 @@
 //! answered (a stop that finds the actor gone reports the task as already stopped).
 
 use super::Agent;
-use berth_api::control::{CleanupView, ControlError, ControlPlane, Phase, Submitted, TaskView};
+use berth_api::control::{
+    CleanupView, ControlError, ControlPlane, Degraded, Phase, Submitted, TaskView,
+};
 use berth_engine::report::now_ms;
 use berth_engine::{Command, Status, TaskState};
 use berth_model::TaskDefinition;
@@ -38,12 +40,18 @@ impl ControlPlane for Control {
             .map(ToString::to_string)
             .collect();
         let state = TaskState::new(berth_engine::new_task_id(), definition, now_ms());
-        // Stored (with every container's Docker name) before anything is created.
-        agent
-            .store
-            .save_state_grouped(&state)
-            .await
-            .map_err(store_error)?;
+        // Stored (with every container's Docker name) before anything is created. A store that
+        // cannot be written refuses the task with 503 and the reason: nothing was accepted, the
+        // client may submit again once the agent is healthy.
+        if let Err(e) = agent.store.save_state_grouped(&state).await {
+            tracing::warn!(error = %e, "submit refused: the task state cannot be saved");
+            return Err(ControlError::Degraded {
+                reason: agent.degraded().map_or_else(
+                    || format!("the task state cannot be saved: {e}"),
+                    |d| d.reason,
+                ),
+            });
+        }
         let id = state.id.clone();
         agent.metrics.task_submitted();
         agent.spawn(state, super::Start::New);
@@ -129,5 +137,9 @@ impl ControlPlane for Control {
 
     fn task_count(&self) -> usize {
         self.0.tasks().len()
+    }
+
+    fn degraded(&self) -> Option<Degraded> {
+        self.0.degraded()
     }
 }
