@@ -374,6 +374,11 @@ pub async fn run_task<R: Runtime>(
                 Some(Command::Stop { reason }) => state.request_stop(&reason, StopKind::Requested),
                 Some(Command::Kill) => {
                     state.request_stop("task killed", StopKind::Requested);
+                    // Saved before the kills, like every effect; while saves fail the stop is
+                    // held and performed (as a stop) once a save succeeds.
+                    if save(&config, &state, &mut saved).await.is_err() {
+                        continue;
+                    }
                     for c in &state.containers {
                         if let (Some(id), Status::Running) = (&c.docker_id, c.known) {
                             let (rt, id) = (rt.clone(), id.clone());

@@ -80,6 +80,18 @@ fn verify_schema(db: &Database, path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// One commit that rewrites the schema version: proves the file can be written again.
+fn probe_write(db: &Database, path: &Path) -> Result<(), StoreError> {
+    let err = |e: redb::Error| db_err(path, e);
+    let txn = db.begin_write().map_err(|e| err(e.into()))?;
+    {
+        let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
+        meta.insert(VERSION_KEY, SCHEMA_VERSION)
+            .map_err(|e| err(e.into()))?;
+    }
+    txn.commit().map_err(|e| err(e.into()))
+}
+
 fn corrupt(path: &Path, key: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt {
         path: path.to_path_buf(),
@@ -97,7 +109,7 @@ impl Store {
             source,
         })?;
         let db = Database::create(&path).map_err(|e| db_err(&path, e))?;
-        let h = Arc::new(Handle::new(path.clone(), db, verify_schema));
+        let h = Arc::new(Handle::new(path.clone(), db, verify_schema, probe_write));
         let writer = Writer::start(h.clone(), TASKS).map_err(|source| StoreError::Write {
             path: path.clone(),
             source,
@@ -115,6 +127,12 @@ impl Store {
     /// reopen that failed); None when it is fine.
     pub fn degraded(&self) -> Option<String> {
         self.h.degraded()
+    }
+
+    /// Like [`Store::degraded`], after trying a reopen first if one is due (at most every
+    /// 500 ms): a store whose cause is gone recovers here even when no task is saving.
+    pub fn check(&self) -> Option<String> {
+        self.h.check()
     }
 
     /// The schema version on disk (0 for a new, empty database).

@@ -5,7 +5,8 @@
 //! opened again. [`Handle`] notes such an error when it passes through [`Handle::err`]; the next
 //! operation (a save retried by an actor after its backoff, a read of the control API) closes the
 //! database, opens it again (redb repairs it from its last commit), verifies it (redb's integrity
-//! check, the schema version) and goes on. A reopen that fails leaves no database open; the next
+//! check, the schema version, then one commit that rewrites the schema version: opening repairs in
+//! place and can succeed on a disk that is still full) and goes on. A reopen that fails leaves no database open; the next
 //! operation tries again, at most once per [`REOPEN_INTERVAL`]. [`Handle::degraded`] says why
 //! while the store is not usable.
 //!
@@ -37,6 +38,8 @@ pub(crate) struct Handle {
     broken: Mutex<Broken>,
     /// Checks a freshly opened database (the schema version is readable and supported).
     verify: fn(&Database, &Path) -> Result<(), StoreError>,
+    /// Commits a write that changes nothing, to prove the file can be written again.
+    probe: fn(&Database, &Path) -> Result<(), StoreError>,
 }
 
 impl Handle {
@@ -44,12 +47,14 @@ impl Handle {
         path: PathBuf,
         db: Database,
         verify: fn(&Database, &Path) -> Result<(), StoreError>,
+        probe: fn(&Database, &Path) -> Result<(), StoreError>,
     ) -> Handle {
         Handle {
             path,
             db: RwLock::new(Some(db)),
             broken: Mutex::new(Broken::default()),
             verify,
+            probe,
         }
     }
 
@@ -95,11 +100,18 @@ impl Handle {
                 &self.path,
                 format!(
                     "the database is closed after an I/O error and could not be opened again ({}); \
-                     free space in the data directory or make the file writable, berth retries by itself",
+                     free space in the data directory or make the file writable: berth retries by itself",
                     self.degraded().unwrap_or_default()
                 ),
             )),
         }
+    }
+
+    /// Try a reopen now if the database needs one (at most once per [`REOPEN_INTERVAL`]); then
+    /// why the store is still unusable, if it is.
+    pub(crate) fn check(&self) -> Option<String> {
+        self.reopen_if_broken();
+        self.degraded()
     }
 
     fn reopen_if_broken(&self) {
@@ -135,7 +147,11 @@ impl Handle {
             }
             Err(e) => {
                 tracing::warn!(path = %self.path.display(), error = %e, "cannot reopen the state store yet");
-                self.broken().reason = Some(e.to_string());
+                // The reason names no path: every message that shows it names the file already.
+                self.broken().reason = Some(match e {
+                    StoreError::Database { message, .. } => message,
+                    other => other.to_string(),
+                });
             }
         }
     }
@@ -152,6 +168,9 @@ impl Handle {
             ));
         }
         (self.verify)(&db, &self.path)?;
+        // Opening repairs in place and may succeed on a disk that is still full: a commit proves
+        // the cause is gone (it rewrites what `verify` read, so it changes nothing).
+        (self.probe)(&db, &self.path)?;
         Ok(db)
     }
 }

@@ -79,9 +79,21 @@ berth_testkit::ns_test! {
                 eprintln!("while full: {e}");
                 assert!(store.degraded().is_some());
             }
+            // A reopen on the full disk repairs the file but cannot commit: still degraded.
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let still = store.check().expect("still degraded while the disk is full");
+            eprintln!("check while full: {still}");
+            // Reads of the control API fail meanwhile (the agent answers from memory).
+            assert!(store.tasks().is_err());
 
-            // Free the space: the next save (after the reopen interval) reopens, verifies and saves.
+            // Free the space: a check (what health does) reopens, verifies and proves a commit;
+            // then saves succeed again.
             std::fs::remove_file(data.join("filler")).expect("free space");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while store.check().is_some() {
+                assert!(Instant::now() < deadline, "never recovered: {:?}", store.degraded());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             let deadline = Instant::now() + Duration::from_secs(10);
             let again = task(2000);
             loop {

@@ -313,12 +313,23 @@ impl Agent {
         let held = self.engine_metrics.degraded();
         let why = self
             .store
-            .degraded()
+            .check()
             .or_else(|| held.first().map(|(_, e)| e.clone()))?;
         Some(berth_api::control::Degraded {
             reason: store_unwritable(&self.store.path().display().to_string(), &why),
             held_tasks: held.into_iter().map(|(id, _)| id).collect(),
         })
+    }
+
+    /// Every tracked task as its actor last published it, in id order.
+    fn snapshots(&self) -> Vec<TaskState> {
+        let mut all: Vec<TaskState> = self
+            .tasks()
+            .values()
+            .map(|e| e.snapshot.borrow().clone())
+            .collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
     }
 
     fn snapshot(&self, id: &str) -> Option<TaskState> {

@@ -60,7 +60,20 @@ impl ControlPlane for Control {
 
     async fn list(&self) -> Result<Vec<TaskView>, ControlError> {
         let agent = &self.0;
-        let records = agent.store.tasks().map_err(store_error)?;
+        let records = match agent.store.tasks() {
+            Ok(r) => r,
+            // A store that cannot be read after an I/O error: the tasks the agent tracks, as
+            // their actors last published them (without their cleanup records).
+            Err(e) if agent.degraded().is_some() => {
+                tracing::warn!(error = %e, "listing tasks from memory: the state store cannot be read");
+                return Ok(agent
+                    .snapshots()
+                    .iter()
+                    .map(|s| TaskView::new(s, None))
+                    .collect());
+            }
+            Err(e) => return Err(store_error(e)),
+        };
         Ok(records
             .iter()
             .map(|r| {
@@ -75,7 +88,15 @@ impl ControlPlane for Control {
 
     async fn get(&self, id: &str) -> Result<Option<TaskView>, ControlError> {
         let agent = &self.0;
-        let Some(rec) = agent.store.get_task(id).map_err(store_error)? else {
+        let rec = match agent.store.get_task(id) {
+            Ok(r) => r,
+            Err(e) if agent.degraded().is_some() => {
+                tracing::warn!(task = %id, error = %e, "showing the task from memory: the state store cannot be read");
+                return Ok(agent.snapshot(id).map(|s| TaskView::new(&s, None)));
+            }
+            Err(e) => return Err(store_error(e)),
+        };
+        let Some(rec) = rec else {
             return Ok(None);
         };
         let state = agent.snapshot(id).unwrap_or(rec.state);
