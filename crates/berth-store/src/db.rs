@@ -80,16 +80,30 @@ fn verify_schema(db: &Database, path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// One commit that rewrites the schema version: proves the file can be written again.
+/// What a reopened store must be able to write before it is used again.
+const HEADROOM: usize = 1024 * 1024;
+const PROBE: TableDefinition<&str, &[u8]> = TableDefinition::new("probe");
+
+/// Two commits: 1 MiB written, then removed. Opening repairs in place and a small commit reuses
+/// pages the file already has, so both can succeed on a disk that is still full; writing new
+/// data proves there is room again.
 fn probe_write(db: &Database, path: &Path) -> Result<(), StoreError> {
     let err = |e: redb::Error| db_err(path, e);
-    let txn = db.begin_write().map_err(|e| err(e.into()))?;
-    {
-        let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
-        meta.insert(VERSION_KEY, SCHEMA_VERSION)
-            .map_err(|e| err(e.into()))?;
+    let blob = vec![0u8; HEADROOM];
+    for write in [true, false] {
+        let txn = db.begin_write().map_err(|e| err(e.into()))?;
+        {
+            let mut t = txn.open_table(PROBE).map_err(|e| err(e.into()))?;
+            if write {
+                t.insert("headroom", blob.as_slice())
+                    .map_err(|e| err(e.into()))?;
+            } else {
+                t.remove("headroom").map_err(|e| err(e.into()))?;
+            }
+        }
+        txn.commit().map_err(|e| err(e.into()))?;
     }
-    txn.commit().map_err(|e| err(e.into()))
+    Ok(())
 }
 
 fn corrupt(path: &Path, key: &str, e: impl std::fmt::Display) -> StoreError {

@@ -5,8 +5,9 @@
 //! opened again. [`Handle`] notes such an error when it passes through [`Handle::err`]; the next
 //! operation (a save retried by an actor after its backoff, a read of the control API) closes the
 //! database, opens it again (redb repairs it from its last commit), verifies it (redb's integrity
-//! check, the schema version, then one commit that rewrites the schema version: opening repairs in
-//! place and can succeed on a disk that is still full) and goes on. A reopen that fails leaves no database open; the next
+//! check, the schema version, then 1 MiB written and removed in two commits: opening repairs in
+//! place and a small commit reuses pages the file has, so both can succeed on a disk that is still
+//! full) and goes on. A reopen that fails leaves no database open; the next
 //! operation tries again, at most once per [`REOPEN_INTERVAL`]. [`Handle::degraded`] says why
 //! while the store is not usable.
 //!
@@ -38,7 +39,7 @@ pub(crate) struct Handle {
     broken: Mutex<Broken>,
     /// Checks a freshly opened database (the schema version is readable and supported).
     verify: fn(&Database, &Path) -> Result<(), StoreError>,
-    /// Commits a write that changes nothing, to prove the file can be written again.
+    /// Writes (and removes) new data, to prove the file can be written again.
     probe: fn(&Database, &Path) -> Result<(), StoreError>,
 }
 
@@ -168,8 +169,8 @@ impl Handle {
             ));
         }
         (self.verify)(&db, &self.path)?;
-        // Opening repairs in place and may succeed on a disk that is still full: a commit proves
-        // the cause is gone (it rewrites what `verify` read, so it changes nothing).
+        // Opening repairs in place and may succeed on a disk that is still full: writing new data
+        // proves the cause is gone.
         (self.probe)(&db, &self.path)?;
         Ok(db)
     }

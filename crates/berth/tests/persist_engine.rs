@@ -192,6 +192,27 @@ impl Agent {
         }
     }
 
+    /// Make the full disk bite: a small commit can reuse pages the store's file already has, so
+    /// submit large tasks (another family, ~600 KiB each) until one is refused with 503. From
+    /// then on the store is degraded until space is freed (a reopen must write 1 MiB first).
+    fn force_a_failed_write(&self, family: &str) {
+        let big = "x".repeat(600 * 1024);
+        let def = json!({"family": family, "containerDefinitions": [
+            {"name": "big", "image": test_image(), "command": ["true", big],
+             "dockerLabels": {"berth.test": "1"}}]});
+        for _ in 0..20 {
+            let (code, _, err) = self.try_submit(&def);
+            if code != 0 {
+                assert!(
+                    err.contains("degraded") && err.contains("No space left"),
+                    "{err}"
+                );
+                return;
+            }
+        }
+        panic!("20 large submits fit on the full disk: {}", self.log());
+    }
+
     fn free(&self) {
         std::fs::remove_file(self.scratch.join("data/filler")).expect("free space");
     }
@@ -263,7 +284,22 @@ fn assert_created_once(family: &str, since: u64, containers: usize, log: &str) {
 }
 
 fn assert_degraded(agent: &Agent, id: &str) {
-    let body = agent.wait_health(503);
+    let t = Instant::now();
+    let body = loop {
+        let body = agent.wait_health(503);
+        if body["heldTasks"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t == id))
+        {
+            break body;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "task {id} never held: {body}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(body["status"], "degraded", "{body}");
     let reason = body["reason"].as_str().unwrap_or("");
     assert!(
@@ -287,14 +323,17 @@ ns_test! {
         let mut agent = Agent::start();
         let family = unique_name("persist-start-");
         let _g = FamilyGuard(family.clone());
+        let big = unique_name("persist-big-");
+        let _b = FamilyGuard(big.clone());
         let since = now_s();
-        let mut init = container("init", "sleep 2; exit 0");
+        let mut init = container("init", "sleep 6; exit 0");
         init["essential"] = json!(false);
         let mut app = container("app", SERVE);
         app["dependsOn"] = json!([{"containerName": "init", "condition": "SUCCESS"}]);
         let id = agent.submit(&json!({"family": family, "containerDefinitions": [init, app]}));
         agent.wait_for(&id, "started init", |v| known(v, 0) == "RUNNING");
         agent.fill();
+        agent.force_a_failed_write(&big);
         assert_degraded(&agent, &id);
         // init has exited in Docker; app was never created.
         std::thread::sleep(Duration::from_secs(2));
@@ -333,6 +372,8 @@ ns_test! {
         let agent = Agent::start();
         let family = unique_name("persist-stop-");
         let _g = FamilyGuard(family.clone());
+        let big = unique_name("persist-big-");
+        let _b = FamilyGuard(big.clone());
         let since = now_s();
         let mut side = container("side", SERVE);
         side["essential"] = json!(false);
@@ -343,6 +384,7 @@ ns_test! {
             .map(|i| v["containers"][i]["dockerId"].as_str().expect("docker id").to_string())
             .collect();
         agent.fill();
+        agent.force_a_failed_write(&big);
         let (code, _, err) = agent.cli(&["stop", &id]);
         assert_eq!(code, 0, "{err}");
         assert_degraded(&agent, &id);
@@ -367,13 +409,16 @@ ns_test! {
         let mut agent = Agent::start();
         let family = unique_name("persist-restart-");
         let _g = FamilyGuard(family.clone());
+        let big = unique_name("persist-big-");
+        let _b = FamilyGuard(big.clone());
         let since = now_s();
         let mut side = container("side", SERVE);
         side["essential"] = json!(false);
         let id = agent.submit(&json!({"family": family,
-            "containerDefinitions": [side, container("app", "sleep 3; exit 0")]}));
+            "containerDefinitions": [side, container("app", "sleep 6; exit 0")]}));
         agent.wait_for(&id, "ran", |v| v["known"] == "RUNNING");
         agent.fill();
+        agent.force_a_failed_write(&big);
         assert_degraded(&agent, &id);
         agent.kill9();
         agent.free();
