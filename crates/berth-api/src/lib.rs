@@ -9,7 +9,11 @@
 //!   snapshot (a `watch` channel) plus dynamic details asked of the [`berth_engine::Runtime`];
 //!   nothing here holds a lock the engine uses.
 //!
+//! - [`serve`]: the accept loop both share, with connection limits, a header-read (and idle)
+//!   timeout and a bounded read buffer ([`serve::ServerLimits`]).
+//!
 //! Neither needs the state store or Docker directly: the agent provides both behind traits.
 
 pub mod control;
 pub mod metadata;
+pub mod serve;

@@ -50,7 +50,9 @@ impl ControlPlane for Fake {
         }
         let mut n = self.next.lock().expect("lock");
         *n += 1;
-        let id = format!("{:032x}", *n);
+        // abcdef12345601000…, abcdef12345602000…: ids that share their first 12 characters, as
+        // real ids can.
+        let id = format!("abcdef123456{:02x}{:018x}", *n, 0);
         let state = TaskState::new(id.clone(), definition, 0);
         self.tasks.lock().expect("lock").insert(id.clone(), state);
         Ok(Submitted {
@@ -419,4 +421,49 @@ async fn a_degraded_agent_says_why_in_health_and_refuses_submits_with_503() {
     assert_eq!(a.json::<Health>(), Health::ok(0));
     let a = call(s, "POST", "/v1/tasks", DEF.as_bytes()).await;
     assert_eq!(a.status, 201);
+}
+
+#[tokio::test]
+async fn a_unique_id_prefix_names_its_task_and_an_ambiguous_one_lists_the_matches() {
+    let srv = start().await;
+    let s = &srv.socket;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let a = call(s, "POST", "/v1/tasks", DEF.as_bytes()).await;
+        ids.push(a.json::<SubmitResponse>().task);
+    }
+    // abcdef12345601… and abcdef12345602…: 14 characters name one, 12 both.
+    let one = &ids[0][..14];
+    let a = call(s, "GET", &format!("/v1/tasks/{one}"), b"").await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.json::<TaskView>().task, ids[0]);
+    let a = call(s, "POST", &format!("/v1/tasks/{}/stop", &ids[1][..14]), b"").await;
+    assert_eq!(a.status, 202);
+    assert_eq!(a.json::<Accepted>().task, ids[1]);
+    assert!(
+        srv.fake
+            .calls()
+            .contains(&format!("stop {} stopped through the API", ids[1])),
+        "{:?}",
+        srv.fake.calls()
+    );
+    let twelve = &ids[0][..12];
+    for (method, path) in [
+        ("GET", format!("/v1/tasks/{twelve}")),
+        ("POST", format!("/v1/tasks/{twelve}/stop")),
+        ("DELETE", format!("/v1/tasks/{twelve}")),
+    ] {
+        let a = call(s, method, &path, b"").await;
+        assert_eq!(a.status, 400, "{method} {path}");
+        assert_eq!(
+            a.error().error,
+            format!(
+                "task id prefix {twelve} matches 2 tasks: {}, {}; give more of the id",
+                ids[0], ids[1]
+            )
+        );
+    }
+    let a = call(s, "DELETE", "/v1/tasks/ffff", b"").await;
+    assert_eq!(a.status, 404);
+    assert_eq!(a.error().error, "no task ffff");
 }

@@ -13,7 +13,7 @@ use bollard::errors::Error as BollardError;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::errors::translate;
+use crate::errors::{describe, translate};
 
 /// Timeouts for Docker calls (ECS's defaults where ECS has one).
 #[derive(Debug, Clone, Copy)]
@@ -44,25 +44,43 @@ impl Default for Timeouts {
     }
 }
 
-/// Connect to the engine at `host` (a `unix://` path or `tcp://` / `http://` address; None = the
-/// `DOCKER_HOST` environment variable or the local socket) and negotiate the API version.
-pub async fn connect(host: Option<&str>) -> Result<Docker, RuntimeError> {
-    let docker = match host {
-        Some(h) => Docker::connect_with_host(h),
-        None => Docker::connect_with_defaults(),
+/// Docker's own default when neither `--docker-host` nor `DOCKER_HOST` says otherwise (bollard's
+/// `DEFAULT_SOCKET`, which it does not export).
+pub const DEFAULT_ENGINE: &str = "unix:///var/run/docker.sock";
+
+/// The address [`connect`] tries for `host`: `host` itself, else `DOCKER_HOST`, else
+/// [`DEFAULT_ENGINE`] — the same order as bollard's `connect_with_defaults`. Errors name it.
+pub fn engine_address(host: Option<&str>) -> String {
+    match host {
+        Some(h) => h.to_string(),
+        None => std::env::var("DOCKER_HOST")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| DEFAULT_ENGINE.to_string()),
     }
-    .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+}
+
+/// What an unreachable Engine error says: the address tried, the cause, and what to check.
+pub(crate) fn unreachable(address: &str, cause: &str) -> String {
+    format!(
+        "cannot connect to the Docker Engine at {address}: {cause}; is dockerd running? \
+         (--docker-host or DOCKER_HOST choose another Engine)"
+    )
+}
+
+/// Connect to the engine at `host` (a `unix://` path or `tcp://` / `http://` address; None = the
+/// `DOCKER_HOST` environment variable or the local socket) and negotiate the API version. Every
+/// error names the address tried ([`engine_address`]).
+pub async fn connect(host: Option<&str>) -> Result<Docker, RuntimeError> {
+    let address = engine_address(host);
+    let fail = |cause: String| RuntimeError::Unavailable(unreachable(&address, &cause));
+    let docker = Docker::connect_with_host(&address).map_err(|e| fail(describe(&e)))?;
     let docker = tokio::time::timeout(Duration::from_secs(10), docker.negotiate_version())
         .await
-        .map_err(|_| {
-            RuntimeError::Unavailable("no answer from the docker engine within 10s".into())
-        })?
-        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+        .map_err(|_| fail("no answer within 10s".into()))?
+        .map_err(|e| fail(describe(&e)))?;
     // negotiate_version does not fail when nothing listens; a ping tells.
-    docker
-        .ping()
-        .await
-        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?;
+    docker.ping().await.map_err(|e| fail(describe(&e)))?;
     Ok(docker)
 }
 

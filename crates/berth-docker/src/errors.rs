@@ -14,13 +14,19 @@ use bollard::errors::Error as BollardError;
 
 /// Classify a pull error: a missing repository or tag, or an authentication refusal, cannot be
 /// cured by retrying.
-pub(crate) fn pull_error(image: &str, e: BollardError) -> RuntimeError {
+pub(crate) fn pull_error(engine: &str, image: &str, e: BollardError) -> RuntimeError {
     let (message, status) = match e {
         BollardError::DockerResponseServerError {
             status_code,
             message,
         } => (message, Some(status_code)),
         BollardError::DockerStreamError { error } => (error, None),
+        e @ (BollardError::IOError { .. }
+        | BollardError::HyperResponseError { .. }
+        | BollardError::HyperLegacyError { .. }
+        | BollardError::SocketNotFoundError(_)) => {
+            (crate::connection::unreachable(engine, &describe(&e)), None)
+        }
         other => (other.to_string(), None),
     };
     let lower = message.to_lowercase();
@@ -61,13 +67,47 @@ pub(crate) fn translate(e: BollardError) -> RuntimeError {
         } => RuntimeError::Conflict(message),
         BollardError::DockerResponseServerError { message, .. } => RuntimeError::Other(message),
         BollardError::RequestTimeoutError => RuntimeError::Timeout("docker request".into()),
-        BollardError::IOError { err } => RuntimeError::Unavailable(err.to_string()),
-        BollardError::HyperResponseError { err } => RuntimeError::Unavailable(err.to_string()),
-        BollardError::SocketNotFoundError(s) => {
-            RuntimeError::Unavailable(format!("docker socket not found: {s}"))
-        }
+        e @ (BollardError::IOError { .. }
+        | BollardError::HyperResponseError { .. }
+        | BollardError::HyperLegacyError { .. }
+        | BollardError::SocketNotFoundError(_)) => RuntimeError::Unavailable(describe(&e)),
         other => RuntimeError::Other(other.to_string()),
     }
+}
+
+/// A transport error as the user can act on it: the innermost causes, not bollard's wrapper
+/// ("Error in the hyper legacy client: client error (Connect)" says nothing on its own). Each
+/// cause in the `source()` chain is kept once: a wrapper that repeats its source's text is dropped.
+pub(crate) fn describe(e: &BollardError) -> String {
+    if let BollardError::SocketNotFoundError(path) = e {
+        return format!("no socket at {path}");
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = match e {
+        BollardError::HyperLegacyError { err } => Some(err),
+        BollardError::IOError { err } => Some(err),
+        BollardError::HyperResponseError { err } => Some(err),
+        _ => None,
+    };
+    if cause.is_none() {
+        return e.to_string();
+    }
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = c.source();
+    }
+    // The innermost cause is the one that says what happened (e.g. "Connection refused").
+    let mut parts: Vec<String> = parts
+        .into_iter()
+        .filter(|p| p != "client error (Connect)")
+        .collect();
+    if parts.is_empty() {
+        parts.push(e.to_string());
+    }
+    parts.join(": ")
 }
 
 #[cfg(test)]
@@ -82,6 +122,7 @@ mod tests {
             "denied: requested access to the resource is denied",
         ] {
             let e = pull_error(
+                "unix:///var/run/docker.sock",
                 "127.0.0.1:5001/p:1",
                 BollardError::DockerResponseServerError {
                     status_code: 500,
@@ -102,6 +143,7 @@ mod tests {
     #[test]
     fn missing_manifest_is_not_retriable_but_refused_connection_is() {
         let e = pull_error(
+            "unix:///var/run/docker.sock",
             "127.0.0.1:5000/nope:1",
             BollardError::DockerResponseServerError {
                 status_code: 404,
@@ -116,6 +158,7 @@ mod tests {
             }
         ));
         let e = pull_error(
+            "unix:///var/run/docker.sock",
             "127.0.0.1:5000/nope:1",
             BollardError::DockerResponseServerError {
                 status_code: 500,

@@ -15,7 +15,12 @@ use futures_util::stream::{BoxStream, StreamExt};
 use std::collections::HashMap;
 
 /// The container events of task `task_id`; see the module documentation.
-pub(crate) fn task_events(docker: &Docker, task_id: &str) -> BoxStream<'static, RuntimeEvent> {
+pub(crate) fn task_events(
+    docker: &Docker,
+    engine: &std::sync::Arc<str>,
+    task_id: &str,
+) -> BoxStream<'static, RuntimeEvent> {
+    let engine = std::sync::Arc::clone(engine);
     let mut filters: HashMap<String, Vec<String>> = HashMap::new();
     filters.insert("type".into(), vec!["container".into()]);
     filters.insert("label".into(), vec![format!("{LABEL_TASK}={task_id}")]);
@@ -28,12 +33,16 @@ pub(crate) fn task_events(docker: &Docker, task_id: &str) -> BoxStream<'static, 
         .filters(&filters)
         .since(&since)
         .build();
-    let stream = docker.events(Some(opts)).filter_map(|ev| async move {
-        match ev {
-            Ok(ev) => runtime_event(&ev),
-            Err(e) => {
-                tracing::warn!(error = %e, "docker event stream error");
-                None
+    let stream = docker.events(Some(opts)).filter_map(move |ev| {
+        let engine = std::sync::Arc::clone(&engine);
+        async move {
+            match ev {
+                Ok(ev) => runtime_event(&ev),
+                Err(e) => {
+                    let e = crate::runtime::name_engine(&engine, crate::errors::translate(e));
+                    tracing::warn!(error = %e, "docker event stream error");
+                    None
+                }
             }
         }
     });

@@ -43,7 +43,7 @@ pub use auth::{
     AuthChain, DEFAULT_HELPER_TIMEOUT, DockerConfig, EngineAuth, EngineAuthError, registry_host,
 };
 pub use body::create_body;
-pub use connection::{Timeouts, connect};
+pub use connection::{DEFAULT_ENGINE, Timeouts, connect, engine_address};
 pub use inspect::{ManagedContainer, details_of, parse_docker_time};
 pub use pull::{PullRetry, split_reference};
 pub use runtime::DockerRuntime;

@@ -71,6 +71,7 @@ impl Pulls {
     pub(crate) async fn pull(
         &self,
         docker: &Docker,
+        engine: &Arc<str>,
         image: &str,
         auth: Option<&RegistryAuth>,
         retry: PullRetry,
@@ -85,13 +86,22 @@ impl Pulls {
                 f.clone()
             } else {
                 let (docker, img) = (docker.clone(), image.to_string());
+                let engine = Arc::clone(engine);
                 let pulls_map = Arc::clone(&self.0);
                 let auth = auth.cloned();
                 let entry = key.clone();
                 let f = async move {
                     let r = match tokio::time::timeout(
                         overall,
-                        pull_with_retries(docker, img.clone(), auth, retry, inactivity, progress),
+                        pull_with_retries(
+                            docker,
+                            &engine,
+                            img.clone(),
+                            auth,
+                            retry,
+                            inactivity,
+                            progress,
+                        ),
                     )
                     .await
                     {
@@ -125,6 +135,7 @@ impl Pulls {
 /// `retry.attempts` in all; the last error is returned.
 async fn pull_with_retries(
     docker: Docker,
+    engine: &str,
     image: String,
     auth: Option<RegistryAuth>,
     retry: PullRetry,
@@ -135,6 +146,7 @@ async fn pull_with_retries(
     for attempt in 1..=retry.attempts.max(1) {
         match pull_once(
             &docker,
+            engine,
             &image,
             auth.as_ref(),
             inactivity,
@@ -224,6 +236,7 @@ impl LayerProgress {
 /// One pull attempt, aborted when the stream shows no progress for `inactivity`.
 async fn pull_once(
     docker: &Docker,
+    engine: &str,
     image: &str,
     auth: Option<&RegistryAuth>,
     inactivity: Duration,
@@ -254,7 +267,9 @@ async fn pull_once(
                     let _ = sink.send(p);
                 }
             }
-            Ok(Some(Err(e))) => return Err(explain_refusal(pull_error(image, e), image, auth)),
+            Ok(Some(Err(e))) => {
+                return Err(explain_refusal(pull_error(engine, image, e), image, auth));
+            }
         }
     }
 }

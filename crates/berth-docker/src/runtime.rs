@@ -25,14 +25,23 @@ use bollard::query_parameters::{
 };
 use futures_util::stream::{BoxStream, StreamExt};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::body::{create_body, volume_create_body};
-use crate::connection::{Timeouts, timed};
+use crate::connection::{Timeouts, engine_address, timed, unreachable};
 use crate::errors::translate;
 use crate::events::task_events;
 use crate::inspect::{ManagedContainer, details_of, info_of, managed_of, network_info_of};
 use crate::pull::{PullRetry, Pulls, split_reference};
+
+/// An unreachable Engine's error names the address tried and what to check.
+pub(crate) fn name_engine(engine: &str, e: RuntimeError) -> RuntimeError {
+    match e {
+        RuntimeError::Unavailable(cause) => RuntimeError::Unavailable(unreachable(engine, &cause)),
+        other => other,
+    }
+}
 
 /// The Docker runtime. Cheap to clone.
 #[derive(Clone)]
@@ -42,6 +51,9 @@ pub struct DockerRuntime {
     retry: PullRetry,
     /// Pulls in flight, by image reference: a second request for the same image joins the first.
     pulls: Pulls,
+    /// The Engine's address as the user gave it (`--docker-host`, `DOCKER_HOST` or the default
+    /// socket), named in every error that says the Engine could not be reached.
+    engine: Arc<str>,
 }
 
 impl DockerRuntime {
@@ -51,7 +63,32 @@ impl DockerRuntime {
             timeouts: Timeouts::default(),
             retry: PullRetry::default(),
             pulls: Pulls::default(),
+            engine: engine_address(None).into(),
         }
+    }
+
+    /// The address `docker` was connected to (see [`crate::engine_address`]), for error messages;
+    /// without it the `DOCKER_HOST`/default address is named.
+    pub fn with_engine(mut self, address: impl Into<String>) -> Self {
+        self.engine = address.into().into();
+        self
+    }
+
+    /// [`timed`], naming the Engine when it could not be reached.
+    async fn timed<T>(
+        &self,
+        what: &str,
+        limit: Duration,
+        fut: impl std::future::Future<Output = Result<T, BollardError>>,
+    ) -> Result<T, RuntimeError> {
+        timed(what, limit, fut)
+            .await
+            .map_err(|e| name_engine(&self.engine, e))
+    }
+
+    /// [`translate`], naming the Engine when it could not be reached.
+    fn translate(&self, e: BollardError) -> RuntimeError {
+        name_engine(&self.engine, translate(e))
     }
 
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
@@ -76,12 +113,13 @@ impl DockerRuntime {
             .all(true)
             .filters(&filters)
             .build();
-        let list = timed(
-            "container list",
-            self.timeouts.inspect,
-            self.docker.list_containers(Some(opts)),
-        )
-        .await?;
+        let list = self
+            .timed(
+                "container list",
+                self.timeouts.inspect,
+                self.docker.list_containers(Some(opts)),
+            )
+            .await?;
         Ok(list.into_iter().map(managed_of).collect())
     }
 
@@ -89,14 +127,17 @@ impl DockerRuntime {
     /// enabled log driver plugins (`docker plugin ls`, named as installed and without a
     /// `:latest` tag, as a task definition names them).
     pub async fn log_drivers(&self) -> Result<Vec<String>, RuntimeError> {
-        let info = timed("info", self.timeouts.inspect, self.docker.info()).await?;
+        let info = self
+            .timed("info", self.timeouts.inspect, self.docker.info())
+            .await?;
         let mut drivers: Vec<String> = info.plugins.and_then(|p| p.log).unwrap_or_default();
-        let plugins = timed(
-            "plugin list",
-            self.timeouts.inspect,
-            self.docker.list_plugins(None),
-        )
-        .await?;
+        let plugins = self
+            .timed(
+                "plugin list",
+                self.timeouts.inspect,
+                self.docker.list_plugins(None),
+            )
+            .await?;
         for p in plugins {
             // Interface types are `docker.logdriver/1.0`, `docker.volumedriver/1.0`, ...
             let is_logger = p
@@ -126,16 +167,17 @@ impl DockerRuntime {
             .stdout(true)
             .stderr(true)
             .build();
+        let engine = Arc::clone(&self.engine);
         self.docker
             .logs(id, Some(opts))
-            .map(|r| match r {
+            .map(move |r| match r {
                 Ok(bollard::container::LogOutput::StdErr { message }) => Ok((true, message)),
                 Ok(
                     bollard::container::LogOutput::StdOut { message }
                     | bollard::container::LogOutput::Console { message }
                     | bollard::container::LogOutput::StdIn { message },
                 ) => Ok((false, message)),
-                Err(e) => Err(translate(e)),
+                Err(e) => Err(name_engine(&engine, translate(e))),
             })
             .boxed()
     }
@@ -143,12 +185,13 @@ impl DockerRuntime {
 
 impl Runtime for DockerRuntime {
     async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
-        match timed(
-            "image inspect",
-            self.timeouts.inspect,
-            self.docker.inspect_image(image),
-        )
-        .await
+        match self
+            .timed(
+                "image inspect",
+                self.timeouts.inspect,
+                self.docker.inspect_image(image),
+            )
+            .await
         {
             Ok(_) => Ok(true),
             Err(RuntimeError::NotFound(_)) => Ok(false),
@@ -165,6 +208,7 @@ impl Runtime for DockerRuntime {
         self.pulls
             .pull(
                 &self.docker,
+                &self.engine,
                 image,
                 auth,
                 self.retry,
@@ -204,7 +248,7 @@ impl Runtime for DockerRuntime {
                         return Err(RuntimeError::Other(format!("import of {image}: {error}")));
                     }
                     Err(e) => {
-                        return Err(match translate(e) {
+                        return Err(match self.translate(e) {
                             RuntimeError::Other(m) => {
                                 RuntimeError::Other(format!("import of {image}: {m}"))
                             }
@@ -229,17 +273,18 @@ impl Runtime for DockerRuntime {
             .name(&spec.name)
             .build();
         let body = create_body(spec);
-        let resp = timed(
-            "container create",
-            self.timeouts.create,
-            self.docker.create_container(Some(opts), body),
-        )
-        .await?;
+        let resp = self
+            .timed(
+                "container create",
+                self.timeouts.create,
+                self.docker.create_container(Some(opts), body),
+            )
+            .await?;
         Ok(resp.id)
     }
 
     async fn start(&self, id: &str) -> Result<(), RuntimeError> {
-        timed(
+        self.timed(
             "container start",
             self.timeouts.start,
             self.docker.start_container(id, None),
@@ -264,7 +309,7 @@ impl Runtime for DockerRuntime {
                 Ok(Err(BollardError::DockerResponseServerError {
                     status_code: 304, ..
                 })) => Ok(()),
-                Ok(Err(e)) => Err(translate(e)),
+                Ok(Err(e)) => Err(self.translate(e)),
                 Err(_) => Err(RuntimeError::Timeout(format!(
                     "container stop did not finish within {}s",
                     limit.as_secs()
@@ -291,12 +336,13 @@ impl Runtime for DockerRuntime {
         let opts = KillContainerOptionsBuilder::default()
             .signal("KILL")
             .build();
-        match timed(
-            "container kill",
-            self.timeouts.inspect,
-            self.docker.kill_container(id, Some(opts)),
-        )
-        .await
+        match self
+            .timed(
+                "container kill",
+                self.timeouts.inspect,
+                self.docker.kill_container(id, Some(opts)),
+            )
+            .await
         {
             Ok(()) | Err(RuntimeError::Conflict(_)) => Ok(()),
             Err(e) => Err(e),
@@ -304,12 +350,13 @@ impl Runtime for DockerRuntime {
     }
 
     async fn inspect(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
-        let r = timed(
-            "container inspect",
-            self.timeouts.inspect,
-            self.docker.inspect_container(id, None),
-        )
-        .await?;
+        let r = self
+            .timed(
+                "container inspect",
+                self.timeouts.inspect,
+                self.docker.inspect_container(id, None),
+            )
+            .await?;
         Ok(info_of(r))
     }
 
@@ -318,12 +365,13 @@ impl Runtime for DockerRuntime {
             .force(true)
             .v(true)
             .build();
-        match timed(
-            "container remove",
-            self.timeouts.remove,
-            self.docker.remove_container(id, Some(opts)),
-        )
-        .await
+        match self
+            .timed(
+                "container remove",
+                self.timeouts.remove,
+                self.docker.remove_container(id, Some(opts)),
+            )
+            .await
         {
             Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(()),
             // Removal already in progress (Docker answers 409): it will be gone.
@@ -337,7 +385,7 @@ impl Runtime for DockerRuntime {
             return Ok(false);
         }
         let req = volume_create_body(spec);
-        timed(
+        self.timed(
             "volume create",
             self.timeouts.create,
             self.docker.create_volume(req),
@@ -347,12 +395,13 @@ impl Runtime for DockerRuntime {
     }
 
     async fn volume_exists(&self, name: &str) -> Result<bool, RuntimeError> {
-        match timed(
-            "volume inspect",
-            self.timeouts.inspect,
-            self.docker.inspect_volume(name),
-        )
-        .await
+        match self
+            .timed(
+                "volume inspect",
+                self.timeouts.inspect,
+                self.docker.inspect_volume(name),
+            )
+            .await
         {
             Ok(_) => Ok(true),
             Err(RuntimeError::NotFound(_)) => Ok(false),
@@ -362,12 +411,13 @@ impl Runtime for DockerRuntime {
 
     async fn remove_volume(&self, name: &str) -> Result<(), RuntimeError> {
         let opts = RemoveVolumeOptionsBuilder::default().force(false).build();
-        match timed(
-            "volume remove",
-            self.timeouts.remove,
-            self.docker.remove_volume(name, Some(opts)),
-        )
-        .await
+        match self
+            .timed(
+                "volume remove",
+                self.timeouts.remove,
+                self.docker.remove_volume(name, Some(opts)),
+            )
+            .await
         {
             Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
@@ -378,16 +428,17 @@ impl Runtime for DockerRuntime {
         &self,
         task_id: &str,
     ) -> Result<BoxStream<'static, RuntimeEvent>, RuntimeError> {
-        Ok(task_events(&self.docker, task_id))
+        Ok(task_events(&self.docker, &self.engine, task_id))
     }
 
     async fn inspect_details(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
-        let r = timed(
-            "container inspect",
-            self.timeouts.inspect,
-            self.docker.inspect_container(id, None),
-        )
-        .await?;
+        let r = self
+            .timed(
+                "container inspect",
+                self.timeouts.inspect,
+                self.docker.inspect_container(id, None),
+            )
+            .await?;
         Ok(details_of(r))
     }
 
@@ -416,12 +467,13 @@ impl Runtime for DockerRuntime {
     }
 
     async fn inspect_network(&self, name: &str) -> Result<NetworkInfo, RuntimeError> {
-        let n = timed(
-            "network inspect",
-            self.timeouts.inspect,
-            self.docker.inspect_network(name, None),
-        )
-        .await?;
+        let n = self
+            .timed(
+                "network inspect",
+                self.timeouts.inspect,
+                self.docker.inspect_network(name, None),
+            )
+            .await?;
         Ok(network_info_of(n, name))
     }
 }
@@ -456,5 +508,68 @@ mod tests {
             let e = import_reference(bad).expect_err(bad);
             assert!(e.to_string().contains("repository[:tag]"), "{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod engine_address_tests {
+    use super::*;
+
+    /// A socket file nothing listens on: connecting is refused at once.
+    fn dead_socket(dir: &std::path::Path) -> String {
+        let path = dir.join("dead.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        drop(listener);
+        format!("unix://{}", path.display())
+    }
+
+    #[tokio::test]
+    async fn an_engine_that_went_away_is_named_in_every_call_error() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let address = dead_socket(dir.path());
+        // Connecting without the ping, as if the Engine had answered it and then gone away.
+        let docker = Docker::connect_with_host(&address).expect("client");
+        let rt = DockerRuntime::new(docker)
+            .with_engine(address.clone())
+            .with_pull_retry(PullRetry {
+                attempts: 1,
+                ..PullRetry::default()
+            });
+        let e = rt.image_present("busybox").await.expect_err("no engine");
+        let RuntimeError::Unavailable(message) = &e else {
+            panic!("expected unavailable, got {e:?}");
+        };
+        assert!(
+            message.starts_with(&format!(
+                "cannot connect to the Docker Engine at {address}: "
+            )),
+            "{message}"
+        );
+        assert!(message.contains("Connection refused"), "{message}");
+        assert!(!message.contains("hyper"), "{message}");
+        let e = rt
+            .pull("busybox:1", None, None)
+            .await
+            .expect_err("no engine");
+        assert!(e.to_string().contains(&address), "{e}");
+    }
+
+    #[tokio::test]
+    async fn connect_names_the_socket_it_tried() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let missing = format!("unix://{}", dir.path().join("none.sock").display());
+        let e = crate::connect(Some(&missing)).await.expect_err("no socket");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot connect to the Docker Engine at {missing}: no socket at {}; is dockerd \
+                 running? (--docker-host or DOCKER_HOST choose another Engine)",
+                dir.path().join("none.sock").display()
+            )
+        );
+        let dead = dead_socket(dir.path());
+        let e = crate::connect(Some(&dead)).await.expect_err("refused");
+        assert!(e.to_string().contains(&format!("at {dead}: ")), "{e}");
+        assert!(e.to_string().contains("Connection refused"), "{e}");
     }
 }

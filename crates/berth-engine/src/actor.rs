@@ -110,6 +110,11 @@ pub struct RunConfig {
     /// The directory standing in for S3: `environmentFiles` ARN `arn:aws:s3:::<bucket>/<key>` is
     /// read from `<dir>/<bucket>/<key>`. None: only absolute paths can be read.
     pub environment_files_dir: Option<PathBuf>,
+    /// The cluster name FireLens's `ecs_cluster` record field and task ARN show (the metadata
+    /// endpoint's `--cluster`). Default `default`.
+    pub cluster: String,
+    /// The host part of the task ARN. Default: this machine's host name.
+    pub host: String,
 }
 
 /// Counters the engine keeps for `/metrics` (shared by every task of an agent), and which tasks
@@ -195,6 +200,12 @@ impl RunConfig {
             ready: None,
             secrets: Arc::new(secrets::Providers::default()),
             environment_files_dir: None,
+            cluster: "default".to_string(),
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "localhost".to_string()),
         }
     }
 }
@@ -280,6 +291,7 @@ pub async fn run_task<R: Runtime>(
     }
     let volumes = prepare_volumes(&*rt, &mut state, &config).await;
     let values = read_secrets_and_environment_files(&mut state, &config);
+    prepare_firelens(&mut state, &config);
     if let Some(ready) = &config.ready {
         let _ = ready.send(state.id.clone());
     }
@@ -655,6 +667,51 @@ async fn after_unexpected_die<R: Runtime>(rt: &R, state: &TaskState, ev: &Event)
 /// The reason of a container removed from Docker by someone else.
 const VANISHED_REASON: &str = "container removed from Docker behind berth's back";
 
+/// Write the log router's configuration and create its socket directory, when the task has a
+/// router whose containers are not created yet (an adopted router keeps what it has). A failure
+/// stops the router without running it (and so, through their `START` dependency, the containers
+/// that log to it) with a reason naming the file.
+fn prepare_firelens(state: &mut TaskState, config: &RunConfig) {
+    let Some(r) = berth_model::firelens::router(&state.definition) else {
+        return;
+    };
+    let i = r;
+    if state.containers[i].docker_id.is_some() || state.containers[i].known >= Status::Created {
+        return;
+    }
+    let paths = crate::firelens::Paths::new(&config.data_dir, &state.id);
+    let identity = crate::firelens::TaskIdentity::new(&config.host, &config.cluster, &state.id);
+    let result = paths.check().and_then(|()| {
+        let text = crate::firelens::generate(&state.definition, &identity).unwrap_or_default();
+        let owner = crate::firelens::socket_owner(state.def(i).user.as_deref())?;
+        std::fs::create_dir_all(&paths.config_dir)
+            .and_then(|()| std::fs::create_dir_all(&paths.socket_dir))
+            .map_err(|e| format!("cannot create {}: {e}", paths.dir.display()))?;
+        if let Some((uid, gid)) = owner {
+            // ECS: the router's user must be able to create its socket there.
+            std::os::unix::fs::chown(&paths.socket_dir, Some(uid), gid).map_err(|e| {
+                format!(
+                    "cannot give {} to user {uid}: {e}",
+                    paths.socket_dir.display()
+                )
+            })?;
+        }
+        berth_fs::write_atomic(&paths.config_file, text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", paths.config_file.display()))
+    });
+    if let Err(message) = result {
+        tracing::warn!(task = %state.id, %message, "firelens");
+        state.begin(
+            &Action::MarkStopped {
+                container: i,
+                reason: Some(format!("FireLens: {message}")),
+                exit_code: None,
+            },
+            now_ms(),
+        );
+    }
+}
+
 /// Create the task's scratch directories and Docker volumes. A volume that cannot be provided stops
 /// every container that mounts it (and so the task, if one of them is essential).
 async fn prepare_volumes<R: Runtime>(
@@ -853,6 +910,14 @@ fn spawn_effect<R: Runtime>(
                 volumes,
                 config.metadata.as_ref(),
                 values.container(i),
+            );
+            crate::firelens::apply(
+                &mut spec,
+                &state.definition,
+                i,
+                &state.id,
+                &crate::firelens::Paths::new(&config.data_dir, &state.id),
+                values,
             );
             if let Some(own) = config.pause_image.as_ref().filter(|_| state.is_pause(i)) {
                 spec.image = own.clone();

@@ -14,6 +14,7 @@ pub mod decide;
 pub mod failpoint;
 #[cfg(any(feature = "fake", doc))]
 pub mod fake;
+pub mod firelens;
 pub mod gpu;
 pub mod pause;
 pub mod pause_image;

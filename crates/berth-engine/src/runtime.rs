@@ -30,8 +30,8 @@ pub enum RuntimeError {
     /// The engine did not answer in time.
     #[error("timed out: {0}")]
     Timeout(String),
-    /// The engine cannot be reached.
-    #[error("docker engine unavailable: {0}")]
+    /// The engine cannot be reached (the message names the address tried).
+    #[error("{0}")]
     Unavailable(String),
     /// Any other error the engine reported (its message, unchanged).
     #[error("{0}")]

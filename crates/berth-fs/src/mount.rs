@@ -13,7 +13,7 @@ use std::ffi::CStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use rustix::mount::{MountFlags, UnmountFlags};
+pub use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
 
 use crate::errno::Errno;
 use crate::shown;
@@ -31,6 +31,8 @@ pub enum MountOp {
     Remount,
     /// `umount2(2)`.
     Unmount,
+    /// `mount(2)` changing the propagation type (`MS_SHARED`, `MS_SLAVE`, …).
+    Propagation,
 }
 
 impl fmt::Display for MountOp {
@@ -41,6 +43,7 @@ impl fmt::Display for MountOp {
             MountOp::BindRecursive => "recursive bind mount on",
             MountOp::Remount => "remount of",
             MountOp::Unmount => "unmount of",
+            MountOp::Propagation => "propagation change of",
         })
     }
 }
@@ -117,6 +120,29 @@ pub fn remount_read_only(target: &Path, read_only: bool) -> Result<(), MountErro
         MountFlags::empty()
     };
     remount(target, flags, c"")
+}
+
+/// Make the mount at `target` and every mount below it slaves (`MS_SLAVE | MS_REC`, as `mount
+/// --make-rslave`): mounts and unmounts under their sources still propagate in, but none made
+/// under `target` propagates back out. A recursive bind of a shared tree joins its peer groups, so
+/// without this, unmounting the bind's copy of a submount would also unmount the source's own.
+/// A private mount stays private.
+pub fn make_rslave(target: &Path) -> Result<(), MountError> {
+    set_propagation(
+        target,
+        MountPropagationFlags::DOWNSTREAM | MountPropagationFlags::REC,
+    )
+}
+
+/// Change the propagation type of the mount at `target` (`mount(NULL, target, NULL, flags)`, as
+/// `mount --make-shared` and its kin do); with [`MountPropagationFlags::REC`] of every mount
+/// below it too.
+pub fn set_propagation(target: &Path, flags: MountPropagationFlags) -> Result<(), MountError> {
+    check(
+        MountOp::Propagation,
+        target,
+        rustix::mount::mount_change(target, flags),
+    )
 }
 
 /// Unmount the mount on top of `target` (`umount2(target, flags)`). [`UnmountFlags::NOFOLLOW`]

@@ -38,7 +38,8 @@ pub struct DependencyGraph {
 }
 
 impl DependencyGraph {
-    /// The graph of a task definition: one node per container, one edge per `dependsOn` entry and
+    /// The graph of a task definition: one node per container, one edge per `dependsOn` entry, per
+    /// `START` dependency FireLens adds ([`crate::firelens::implicit_dependencies`]) and
     /// per `links` entry, and each `volumesFrom` entry resolved to its source. A name resolves to the first container
     /// with that name; entries naming an unknown container are skipped (they cannot occur in a
     /// validated definition).
@@ -52,12 +53,20 @@ impl DependencyGraph {
         let mut edges = Vec::new();
         let mut volumes_from = vec![Vec::new(); names.len()];
         let mut links = vec![Vec::new(); names.len()];
+        // FireLens: containers logging to the router start after it (ECS adds these edges).
+        let implicit = crate::firelens::implicit_dependencies(def);
         for (i, container) in def.container_definitions.iter().enumerate() {
             for dep in &container.depends_on {
                 if let Some(j) = index_of(&dep.container_name) {
                     edges.push((i, j, dep.condition));
                 }
             }
+            edges.extend(
+                implicit
+                    .iter()
+                    .filter(|(dependent, _, _)| *dependent == i)
+                    .copied(),
+            );
             for entry in &container.volumes_from {
                 if let Some(j) = index_of(&entry.source_container) {
                     volumes_from[i].push(j);

@@ -4,6 +4,7 @@
 //! berth ignores) or [`Invalid`] with *every* problem found, each carrying the JSON path of the bad
 //! field. Nothing in this crate does I/O.
 
+pub mod firelens;
 pub mod graph;
 pub mod linux;
 pub mod logging;
@@ -12,6 +13,7 @@ mod problem;
 pub mod secret;
 pub mod types;
 
+pub use firelens::{FirelensConfiguration, FirelensType};
 pub use graph::{DependencyGraph, GraphFormat};
 pub use linux::{Device, LinuxParameters, Tmpfs};
 pub use parse::{parse, parse_bytes};

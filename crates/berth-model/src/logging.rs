@@ -38,7 +38,7 @@ pub enum PolicyError {
     #[error("{name:?} is not a log driver name: {problem}")]
     Name { name: String, problem: &'static str },
     #[error(
-        "the fallback cannot be awsfirelens: FireLens is not supported by berth yet; use a Docker log driver such as json-file or local"
+        "the fallback cannot be awsfirelens: it needs a log router in each task; use a Docker log driver such as json-file or local"
     )]
     FirelensFallback,
     #[error(
@@ -107,8 +107,8 @@ impl Default for LogPolicy {
 
 impl LogPolicy {
     /// A policy: these drivers are available (the fallback always is), the fallback replaces the
-    /// others. `awsfirelens` may be listed (ECS configurations list it) but has no effect: the
-    /// parser refuses the driver until berth supports FireLens.
+    /// others. `awsfirelens` may be listed (ECS configurations list it) but has no effect: berth
+    /// implements FireLens itself, so that driver is always kept (see [`decide`]).
     pub fn new(available: Vec<String>, fallback: &str) -> Result<Self, PolicyError> {
         for name in available.iter().map(String::as_str).chain([fallback]) {
             check_driver_name(name).map_err(|problem| PolicyError::Name {
@@ -178,6 +178,9 @@ pub enum LogDecision {
 pub fn decide(config: Option<&LogConfiguration>, policy: &LogPolicy) -> LogDecision {
     match config {
         None => LogDecision::DaemonDefault,
+        // FireLens is berth's own (the task's router, reached through Docker's fluentd driver):
+        // never replaced, whatever the host declares.
+        Some(c) if c.log_driver.as_str() == LogDriver::AWSFIRELENS => LogDecision::Kept,
         Some(c) if policy.is_available(c.log_driver.as_str()) => LogDecision::Kept,
         Some(c) => LogDecision::Replaced {
             driver: policy.fallback.clone(),
@@ -342,6 +345,12 @@ mod tests {
                 Some(&aws),
                 &with_syslog,
                 replaced("json-file", &["awslogs-group", "awslogs-region"]),
+            ),
+            (
+                "awsfirelens is berth's own, declared or not",
+                Some(&config("awsfirelens", &[("Name", "stdout")])),
+                &local_only,
+                LogDecision::Kept,
             ),
             (
                 "the fallback is always available",

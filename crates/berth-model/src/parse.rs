@@ -29,8 +29,10 @@ mod checker;
 mod container;
 mod cross;
 mod dns;
+mod firelens;
 mod json;
 mod linux;
+mod position;
 mod relations;
 mod resources;
 mod rules;
@@ -52,7 +54,7 @@ pub fn parse(input: &str) -> Result<Parsed, Invalid> {
     }
     let doc: Json = match serde_json::from_str(input) {
         Ok(doc) => doc,
-        Err(err) => return Err(single(&json_error(&err))),
+        Err(err) => return Err(json_problem(input, &err)),
     };
     let mut checker = Checker::new();
     let definition = checker.document(&doc);
@@ -94,16 +96,63 @@ fn single(message: &str) -> Invalid {
     }
 }
 
-/// serde_json's message, with the position written as "line L, column C".
-fn json_error(err: &serde_json::Error) -> String {
+/// serde_json's error as one problem: the position written as "line L, column C"; for an error
+/// inside a value (a number out of range, a bad escape) the path of that value, and a text that
+/// says what is wrong where serde_json's does not.
+fn json_problem(input: &str, err: &serde_json::Error) -> Invalid {
     let full = err.to_string();
     let suffix = format!(" at line {} column {}", err.line(), err.column());
     let what = full.strip_suffix(&suffix).unwrap_or(&full);
-    format!(
-        "invalid JSON at line {}, column {}: {what}",
-        err.line(),
-        err.column()
-    )
+    let at = position::offset(input, err.line(), err.column());
+    let (path, what) = match what {
+        "number out of range" => (
+            position::path_at(input, at),
+            "number out of range: it does not fit in a 64-bit floating-point number; write the \
+             value ECS expects (usually a whole number such as 512)"
+                .to_string(),
+        ),
+        // serde_json says "unexpected end of hex escape" for a `\ud800` not followed by its low
+        // half, "lone leading surrogate" for a `\udc00`: both are a lone UTF-16 surrogate.
+        w if w.contains("surrogate")
+            || (w.contains("hex escape") && lone_surrogate_before(input, at)) =>
+        {
+            (
+                position::path_at(input, at),
+                "a lone UTF-16 surrogate escape (\\uD800-\\uDFFF) in a string: it encodes no \
+                 character; write the character itself or a high and low pair such as \
+                 \\ud83d\\ude00"
+                    .to_string(),
+            )
+        }
+        w if w.contains("escape") || w.contains("control character") => {
+            (position::path_at(input, at), w.to_string())
+        }
+        w => (String::new(), w.to_string()),
+    };
+    Invalid {
+        problems: vec![Problem::new(
+            path,
+            format!(
+                "invalid JSON at line {}, column {}: {what}",
+                err.line(),
+                err.column()
+            ),
+        )],
+        warnings: Vec::new(),
+    }
+}
+
+/// Whether a `\uD800`-`\uDFFF` escape ends within a few bytes before `at` (serde_json points
+/// just past it, or past the escape that was expected to follow).
+fn lone_surrogate_before(input: &str, at: usize) -> bool {
+    let start = at.saturating_sub(14);
+    let window = input
+        .get(start..(at + 1).min(input.len()))
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    window
+        .match_indices("\\u")
+        .any(|(i, _)| matches!(window.get(i + 2..i + 4), Some(h) if h.starts_with('d') && matches!(h.as_bytes().get(1), Some(b'8'..=b'9' | b'a'..=b'f'))))
 }
 
 #[cfg(test)]

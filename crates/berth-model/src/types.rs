@@ -188,6 +188,9 @@ pub struct ContainerDefinition {
     /// (resolved through the secret provider when the image is pulled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository_credentials: Option<RepositoryCredentials>,
+    /// `firelensConfiguration`: this container is the task's log router.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firelens_configuration: Option<crate::firelens::FirelensConfiguration>,
 }
 
 /// A `resourceRequirements` entry of type `GPU`.
@@ -270,6 +273,7 @@ impl ContainerDefinition {
             disable_networking: false,
             gpu: None,
             repository_credentials: None,
+            firelens_configuration: None,
         }
     }
 

@@ -80,6 +80,18 @@ pub fn tmpfs(source: &str, dst: &Path, options: &CStr) {
         .unwrap_or_else(|e| panic!("tmpfs on {}: {e}", dst.display()));
 }
 
+/// Makes the mount at `dir` and every mount below it shared (`mount --make-rshared`), as a host's
+/// `/` under systemd is.
+///
+/// # Panics
+///
+/// When the change fails.
+pub fn make_rshared(dir: &Path) {
+    use berth_fs::mount::MountPropagationFlags as P;
+    fsmount::set_propagation(dir, P::SHARED | P::REC)
+        .unwrap_or_else(|e| panic!("make-rshared {}: {e}", dir.display()));
+}
+
 /// Remounts the mount at `dir` read-only (`true`) or read-write (`false`).
 ///
 /// # Panics

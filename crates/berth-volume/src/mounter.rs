@@ -150,6 +150,26 @@ fn tmpfs_flags(words: &[String]) -> MountFlags {
     flags
 }
 
+/// Unmount a recursive bind: its copies of the source's submounts deepest first, then itself
+/// ([`berth_fs::unmount_all_under`]: never lazy, never following a symlink). First made a slave
+/// again (a mount made before berth did so at mount time), so no unmount here propagates to the
+/// source's own submounts. Called only when the last reference goes, so nothing is unmounted
+/// under a positive count; a busy submount fails the whole call with its path.
+fn unmount_recursive_bind(target: &Path) -> Result<(), String> {
+    match berth_fs::mount::make_rslave(target) {
+        Ok(()) => {}
+        // Not mounted (EINVAL) or gone: there is nothing to unmount.
+        Err(e) if e.errno == Errno::INVAL || e.errno == Errno::NOENT => return Ok(()),
+        Err(e) => return Err(format!("umount: {}", errno_text(&e))),
+    }
+    let report = berth_fs::unmount_all_under(target).map_err(|e| format!("umount: {e}"))?;
+    if report.is_complete() {
+        return Ok(());
+    }
+    let failed: Vec<String> = report.failed.iter().map(ToString::to_string).collect();
+    Err(format!("umount: {}", failed.join("; ")))
+}
+
 impl Mounter for SystemMounter {
     fn mount(&self, backend: &Backend, target: &Path) -> Result<(), String> {
         match backend {
@@ -186,6 +206,16 @@ impl Mounter for SystemMounter {
                 bound.map_err(|e| {
                     format!("bind mount of {}: {}", source.display(), errno_text(&e))
                 })?;
+                // The copies of the source's submounts must not take the source's with them when
+                // they are unmounted (see `unmount`).
+                if *recursive && let Err(e) = berth_fs::mount::make_rslave(target) {
+                    let _ = berth_fs::unmount_all_under(target);
+                    return Err(format!(
+                        "making the recursive bind mount a slave of {}: {}",
+                        source.display(),
+                        errno_text(&e)
+                    ));
+                }
                 if *read_only {
                     let flags = MountFlags::BIND | MountFlags::RDONLY;
                     if let Err(e) = berth_fs::mount::remount(target, flags, c"") {
@@ -207,6 +237,12 @@ impl Mounter for SystemMounter {
     }
 
     fn unmount(&self, backend: &Backend, target: &Path) -> Result<(), String> {
+        if let Backend::Bind {
+            recursive: true, ..
+        } = backend
+        {
+            return unmount_recursive_bind(target);
+        }
         let mut flags = UnmountFlags::NOFOLLOW;
         if backend.is_network() {
             flags |= UnmountFlags::DETACH;

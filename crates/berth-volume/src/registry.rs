@@ -132,6 +132,13 @@ fn describe_refs(mounts: &BTreeMap<String, u64>) -> String {
     parts.join(", ")
 }
 
+/// Who asked to drop a reference: Docker's `Unmount`, or `berth volume-plugin release`.
+#[derive(Clone, Copy)]
+enum From {
+    Unmount,
+    Release,
+}
+
 impl Registry {
     /// A registry over `volumes` (from [`crate::state::load`]); starts the committer thread.
     /// Nothing is mounted or checked: see [`Registry::recover`].
@@ -518,7 +525,7 @@ impl Registry {
     pub async fn unmount(&self, name: &str, id: &str) -> Result<()> {
         validate_name(name)?;
         validate_id(id)?;
-        match self.release_inner(name, id, 1).await? {
+        match self.release_inner(name, id, 1, From::Unmount).await? {
             Some(_) => Ok(()),
             None => {
                 tracing::debug!(
@@ -532,11 +539,14 @@ impl Registry {
     }
 
     /// `Berth.Release`: drop up to `count` references of `id` (all when `None` or 0).
+    ///
+    /// A failed last unmount keeps the reference; the error says what to do next, which depends
+    /// on whether Docker's Unmount or a release asked ([`From`]).
     pub async fn release(&self, name: &str, id: &str, count: Option<u64>) -> Result<Released> {
         validate_name(name)?;
         validate_id(id)?;
         let count = count.filter(|c| *c > 0).unwrap_or(u64::MAX);
-        let released = self.release_inner(name, id, count).await?;
+        let released = self.release_inner(name, id, count, From::Release).await?;
         let remaining = locked(&self.data).get(name).map_or(0, |v| v.record.total());
         let out = released.unwrap_or(Released {
             released: 0,
@@ -553,7 +563,13 @@ impl Registry {
         Ok(out)
     }
 
-    async fn release_inner(&self, name: &str, id: &str, count: u64) -> Result<Option<Released>> {
+    async fn release_inner(
+        &self,
+        name: &str,
+        id: &str,
+        count: u64,
+        from: From,
+    ) -> Result<Option<Released>> {
         let lock = self.lock_volume(name).await;
         let (held, total, path, backend, mounted) = {
             let data = locked(&self.data);
@@ -578,14 +594,27 @@ impl Registry {
             self.unmount_io(name, &path, backend.as_ref())
                 .await
                 .map_err(|e| match e {
-                    Error::Unmount { name, path, reason } => Error::Unmount {
-                        name,
-                        path,
-                        reason: format!(
-                            "{reason}; the reference is kept (release it with `berth volume-plugin \
-                             release` once the mount is no longer busy)"
-                        ),
-                    },
+                    Error::Unmount { name, path, reason } => {
+                        // From a release, pointing at release would send the user in a circle:
+                        // say what to look for instead.
+                        let next = match from {
+                            From::Unmount => "release it with `berth volume-plugin release` once \
+                                              the mount is no longer busy"
+                                .to_owned(),
+                            From::Release => format!(
+                                "something still uses it: find it (`fuser -vm {}`, or a mount \
+                                 namespace holding it: `grep {} /proc/*/mountinfo`), end it, then \
+                                 release again",
+                                path.display(),
+                                path.display()
+                            ),
+                        };
+                        Error::Unmount {
+                            name,
+                            path,
+                            reason: format!("{reason}; the reference is kept ({next})"),
+                        }
+                    }
                     other => other,
                 })?;
             tracing::info!(volume = name, path = %path.display(), "unmounted");
@@ -744,9 +773,11 @@ mod tests {
                 path.display()
             )
         );
-        // The same from a release.
+        // From a release, the way out is not another release.
         let e = r.release("v", "a", None).await.unwrap_err().to_string();
         assert_eq!(e.matches("the reference is kept").count(), 1, "{e}");
+        assert!(!e.contains("berth volume-plugin release"), "{e}");
+        assert!(e.contains(&format!("fuser -vm {}", path.display())), "{e}");
     }
 
     #[tokio::test]

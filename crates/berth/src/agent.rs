@@ -157,6 +157,8 @@ struct Agent {
     /// Where secrets come from (`--secrets-dir`, `--secrets-from-env`).
     secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
     environment_files_dir: Option<PathBuf>,
+    /// `--cluster`: FireLens's `ecs_cluster` field and task ARN.
+    cluster: String,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
@@ -225,6 +227,7 @@ impl Agent {
             ready,
             secrets: self.secrets.clone(),
             environment_files_dir: self.environment_files_dir.clone(),
+            cluster: self.cluster.clone(),
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -394,8 +397,18 @@ async fn start_metadata(
         Err(e @ berth_api::metadata::MetadataError::Listen { .. }) => {
             return Err(e).context("starting the metadata endpoint");
         }
+        // The bridge's gateway unknown or not bindable: host, none (and awsvpc with an advertised
+        // URL) tasks need no bridge listener, so the agent goes on without it.
         Err(e) => {
-            tracing::warn!(error = %e, "no listener on the Docker bridge; bridge-mode containers cannot reach the metadata endpoint (use --metadata-advertise)");
+            // The gateway error already names --metadata-advertise.
+            let hint = match e {
+                berth_api::metadata::MetadataError::BridgeGateway(_) => "",
+                _ => " (--metadata-advertise URL gives them an address they can reach)",
+            };
+            tracing::warn!(
+                "{e}; going on without a listener on the Docker bridge: bridge-mode containers \
+                 cannot reach the metadata endpoint{hint}; host and none tasks are not affected"
+            );
             MetadataServer::start_with_routes(
                 agent.rt.clone(),
                 agent.directory.clone(),
@@ -449,12 +462,14 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let secrets = args.secrets.provider()?;
     let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
-    let docker = berth_docker::connect(args.docker_host.as_deref())
-        .await
-        .context("connecting to the Docker Engine")?;
+    // The error names the address tried and what to check.
+    let docker = berth_docker::connect(args.docker_host.as_deref()).await?;
     let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
     let metrics = Arc::new(crate::metrics::Metrics::new(engine_metrics.clone()));
-    let docker_rt = args.pull.configure(DockerRuntime::new(docker));
+    let docker_rt = args.pull.configure(
+        DockerRuntime::new(docker)
+            .with_engine(berth_docker::engine_address(args.docker_host.as_deref())),
+    );
     crate::log_policy::warn_missing(&docker_rt, &log_policy).await;
     let rt = Arc::new(Timed::new(docker_rt, &metrics));
     let (events, _) = broadcast::channel(4096);
@@ -473,6 +488,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         log_policy,
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        cluster: args.cluster.clone(),
         tasks: Mutex::new(HashMap::new()),
         events,
         engine_metrics,

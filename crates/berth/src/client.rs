@@ -52,24 +52,31 @@ pub enum ClientCommand {
     },
     /// Show one task with its containers, exit codes, reasons and cleanup state.
     Inspect {
+        /// The task's id, or any prefix of it that no other task's id starts with (the 12
+        /// characters `berth ps` prints).
         task: String,
         #[command(flatten)]
         agent: AgentArgs,
     },
     /// Stop a task (reverse dependency order, stop timeouts).
     Stop {
+        /// The task's id, or any prefix of it that no other task's id starts with (the 12
+        /// characters `berth ps` prints).
         task: String,
         #[command(flatten)]
         agent: AgentArgs,
     },
     /// Stop a task if needed and clean it up now (containers, volumes, task directory).
     Rm {
+        /// The task's id, or any prefix of it that no other task's id starts with (the 12
+        /// characters `berth ps` prints).
         task: String,
         #[command(flatten)]
         agent: AgentArgs,
     },
     /// Print a task container's output (from the Docker Engine); -f follows it.
     Logs {
+        /// The task's id or a unique prefix of it.
         task: String,
         container: String,
         /// Keep printing until the container exits.
@@ -319,11 +326,11 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
         }
         ClientCommand::Stop { task, agent } => {
             let path = format!("/v1/tasks/{task}/stop");
-            act(&agent, Method::POST, &path, &format!("stopping {task}")).await
+            act(&agent, Method::POST, &path, "stopping").await
         }
         ClientCommand::Rm { task, agent } => {
             let path = format!("/v1/tasks/{task}");
-            act(&agent, Method::DELETE, &path, &format!("removing {task}")).await
+            act(&agent, Method::DELETE, &path, "removing").await
         }
         ClientCommand::Logs {
             task,
@@ -342,10 +349,9 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                 .docker_id
                 .as_deref()
                 .ok_or_else(|| anyhow!("container {container} was never created: no logs"))?;
-            let docker = berth_docker::connect(docker_host.as_deref())
-                .await
-                .context("connecting to the Docker Engine")?;
-            let rt = berth_docker::DockerRuntime::new(docker);
+            let docker = berth_docker::connect(docker_host.as_deref()).await?;
+            let rt = berth_docker::DockerRuntime::new(docker)
+                .with_engine(berth_docker::engine_address(docker_host.as_deref()));
             // Whether Docker keeps this container's logs where its logs API reads them depends on
             // the driver it has (the definition's as resolved for the host, or the daemon's).
             use crate::log_policy::{Explain, explain, is_not_readable, not_kept};
@@ -404,17 +410,17 @@ async fn get_task(agent: &AgentArgs, task: &str) -> anyhow::Result<TaskView> {
     decode(status, &answer)
 }
 
-/// A request that changes something: print `done` on success, the agent's error otherwise.
+/// A request that changes something: print `doing <full task id>` on success (the id given may be
+/// a prefix), the agent's error otherwise.
 async fn act(
     agent: &AgentArgs,
     method: Method,
     path: &str,
-    done: &str,
+    doing: &str,
 ) -> anyhow::Result<ExitCode> {
     let (status, answer) = call(&agent.agent, method, path, vec![]).await?;
-    // Read to check the agent's answer; what is printed does not depend on it.
-    let _accepted: Accepted = decode(status, &answer)?;
-    println!("{done}");
+    let accepted: Accepted = decode(status, &answer)?;
+    println!("{doing} {}", accepted.task);
     Ok(ExitCode::SUCCESS)
 }
 

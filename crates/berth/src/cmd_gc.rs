@@ -186,10 +186,9 @@ fn orphan_containers(
         .context("starting the async runtime")?;
     runtime.block_on(async {
         use berth_engine::Runtime as _;
-        let docker = berth_docker::connect(args.docker_host.as_deref())
-            .await
-            .context("connecting to the Docker Engine")?;
-        let rt = berth_docker::DockerRuntime::new(docker);
+        let docker = berth_docker::connect(args.docker_host.as_deref()).await?;
+        let rt = berth_docker::DockerRuntime::new(docker)
+            .with_engine(berth_docker::engine_address(args.docker_host.as_deref()));
         let ours = data_dir.display().to_string();
         let mut failed = false;
         let mut rows: Vec<[String; 3]> = Vec::new();

@@ -140,6 +140,21 @@ impl MetadataArgs {
     }
 }
 
+/// What `--keep` left behind, naming only what exists: the task's containers if Docker created
+/// any, its directory if it was created (only tasks with task-scoped volumes have one). None when
+/// nothing was left.
+fn kept_line(state: &TaskState, data_dir: &std::path::Path) -> Option<String> {
+    let mut kept = Vec::new();
+    if state.containers.iter().any(|c| c.docker_id.is_some()) {
+        kept.push(format!("containers labelled berth.task={}", state.id));
+    }
+    let dir = berth_engine::spec::task_dir(data_dir, &state.id);
+    if dir.exists() {
+        kept.push(dir.display().to_string());
+    }
+    (!kept.is_empty()).then(|| format!("kept: {}", kept.join(" and ")))
+}
+
 /// Image pull options (shared by every command that runs tasks).
 #[derive(clap::Args, Debug, Clone)]
 pub struct PullArgs {
@@ -272,15 +287,16 @@ async fn run_async(
     let docker = match berth_docker::connect(args.docker_host.as_deref()).await {
         Ok(d) => d,
         Err(e) => {
-            eprintln!(
-                "berth: cannot reach the Docker Engine: {e}\n  is dockerd running? (`docker info` tells; --docker-host or DOCKER_HOST choose another)"
-            );
+            // The error names the address tried and what to check.
+            eprintln!("berth: {e}");
             return Ok(ExitCode::from(EXIT_NOT_RUN));
         }
     };
     let rt = Arc::new(
-        args.pull
-            .configure(berth_docker::DockerRuntime::new(docker)),
+        args.pull.configure(
+            berth_docker::DockerRuntime::new(docker)
+                .with_engine(berth_docker::engine_address(args.docker_host.as_deref())),
+        ),
     );
     // The policy was checked before the definition was read; here only compared with the Engine.
     crate::log_policy::warn_missing(&rt, &args.logs.policy()?).await;
@@ -323,6 +339,7 @@ async fn run_async(
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        cluster: args.metadata.cluster.clone(),
         ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;
@@ -400,11 +417,10 @@ async fn run_async(
                 berth_engine::spec::task_dir(&data_dir, &task_id).display()
             );
         }
-    } else if out == Output::Text {
-        println!(
-            "kept: containers labelled berth.task={task_id} and {}",
-            berth_engine::spec::task_dir(&data_dir, &task_id).display()
-        );
+    } else if out == Output::Text
+        && let Some(kept) = kept_line(&final_state, &data_dir)
+    {
+        println!("{kept}");
     }
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_NOT_RUN)))
 }

@@ -207,9 +207,7 @@ async fn run_release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
             referenced.push((entry.name, mounts));
         }
     }
-    let docker = berth_docker::connect(args.docker_host.as_deref())
-        .await
-        .context("connecting to the Docker Engine")?;
+    let docker = berth_docker::connect(args.docker_host.as_deref()).await?;
     let containers = docker
         .list_containers(None)
         .await

@@ -1161,3 +1161,138 @@ fn kill_9_while_an_awsvpc_task_starts_then_restart_adopts_its_pause_container() 
         );
     }
 }
+
+/// The Docker bridge's gateway address as the agent computes it (the network's gateway, else the
+/// first address of its subnet).
+fn bridge_gateway() -> std::net::Ipv4Addr {
+    let out = berth_testkit::docker_cli(&[
+        "network",
+        "inspect",
+        "bridge",
+        "--format",
+        "{{json .IPAM.Config}}",
+    ]);
+    let config: Value = serde_json::from_str(out.trim()).expect("IPAM JSON");
+    let entry = config
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|c| c["Subnet"].as_str().is_some_and(|s| !s.contains(':')))
+        })
+        .expect("an IPv4 subnet on bridge");
+    if let Some(g) = entry["Gateway"].as_str().filter(|g| !g.is_empty()) {
+        return g.parse().expect("gateway");
+    }
+    let subnet = entry["Subnet"].as_str().expect("subnet");
+    let base: std::net::Ipv4Addr = subnet.split('/').next().expect("base").parse().expect("ip");
+    std::net::Ipv4Addr::from(u32::from(base) + 1)
+}
+
+#[test]
+fn a_bridge_listener_that_cannot_bind_is_a_warning_and_host_tasks_still_run() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // Someone else holds the agent's port on the bridge's gateway: its bridge listener cannot bind.
+    let taken = std::net::TcpListener::bind((bridge_gateway(), 0)).expect("bind on the bridge");
+    let port = taken.local_addr().expect("addr").port();
+    let mut agent = Agent {
+        dir,
+        child: None,
+        cleanup_wait: "1h",
+        port,
+    };
+    agent.restart();
+    let log = agent.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("cannot listen on the Docker bridge's gateway"))
+        .unwrap_or_else(|| panic!("no warning: {log}"));
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains("--metadata-advertise"), "{warning}");
+    assert!(
+        warning.contains("host and none tasks are not affected"),
+        "{warning}"
+    );
+    assert_eq!(
+        warning.matches("Address already in use").count(),
+        1,
+        "the errno once: {warning}"
+    );
+    let family = unique_name("agent-nobridge-");
+    let _g = FamilyGuard(family.clone());
+    let mut c = container("a", "echo ran-on-the-host-network");
+    c["essential"] = json!(true);
+    let def = json!({"family": family, "networkMode": "host", "containerDefinitions": [c]});
+    let id = agent.submit(&def);
+    let v = agent.wait_for(&id, "stopped", stopped);
+    assert_eq!(v["exitCode"], 0, "{v}\n{}", agent.log());
+    // The operator's main listener still answers on loopback.
+    assert!(
+        http_get(port, "/metrics").contains("berth_"),
+        "{}",
+        agent.log()
+    );
+}
+
+#[test]
+fn a_metadata_port_in_use_on_loopback_stops_the_agent_with_the_errno_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["agent", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--api-socket")
+        .arg(dir.path().join("api.sock"))
+        .args(["--metadata-addr", &addr])
+        .output()
+        .expect("berth agent runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}: ")), "{err}");
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+}
+
+#[test]
+fn the_id_prefix_ps_prints_works_for_inspect_logs_stop_and_rm() {
+    let agent = Agent::start("1h");
+    let family = unique_name("agent-prefix-");
+    let _g = FamilyGuard(family.clone());
+    let mut c = container("a", &format!("echo prefix-logs; {SERVE}"));
+    c["essential"] = json!(true);
+    let id = agent.submit(&json!({"family": family, "containerDefinitions": [c]}));
+    agent.wait_for(&id, "ran", running);
+    // The id as `berth ps` prints it.
+    let (_, ps, _) = agent.cli(&["ps"]);
+    let short = ps
+        .lines()
+        .find(|l| l.contains(&family))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no row for {family}: {ps}"))
+        .to_string();
+    assert!(
+        short.len() < id.len() && id.starts_with(&short),
+        "{short} {id}"
+    );
+    let (code, out, err) = agent.cli(&["inspect", "--output", "json", &short]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).expect("JSON")["task"],
+        id.as_str()
+    );
+    let (code, out, err) = berth_logs(&agent, &short, "a");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("prefix-logs"), "{out}");
+    let (code, out, err) = agent.cli(&["stop", &short]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("stopping {id}"));
+    let v = agent.wait_for(&id, "stopped", stopped);
+    assert_eq!(v["stoppedReason"], "stopped through the API");
+    let (code, out, err) = agent.cli(&["rm", &short]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("removing {id}"));
+    agent.wait_forgotten(&id);
+    assert!(family_containers(&family).is_empty(), "containers removed");
+    let (code, _, err) = agent.cli(&["stop", &short]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("no task {short}")), "{err}");
+}

@@ -431,6 +431,8 @@ fn start_until_running(
             "json",
             "--pull-behavior",
             "prefer-cached",
+            "--pull-attempts",
+            "1",
             "--data-dir",
         ])
         .arg(dir.path())
@@ -522,4 +524,79 @@ fn berth_gc_waits_while_a_run_uses_the_data_directory() {
         "{}",
         String::from_utf8_lossy(&gc.stderr)
     );
+}
+
+/// `berth run --keep` with text output: its exit code and standard output.
+fn berth_run_text_keep(def: &Value, data_dir: &std::path::Path) -> (i32, String, String) {
+    let file = data_dir.join("task.json");
+    std::fs::write(&file, def.to_string()).expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args([
+            "run",
+            "--keep",
+            "--pull-behavior",
+            "prefer-cached",
+            "--pull-attempts",
+            "1",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .arg(&file)
+        .output()
+        .expect("berth run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_kept_line_names_only_what_exists() {
+    // No task-scoped volume: containers kept, no task directory was ever created.
+    let family = unique_name("kept-nodir-");
+    let _g = FamilyGuard(family.clone());
+    let data = tempfile::tempdir().expect("tmp");
+    let def = json!({"family": family, "containerDefinitions": [c("a", "exit 0")]});
+    let (code, out, err) = berth_run_text_keep(&def, data.path());
+    assert_eq!(code, 0, "{out}{err}");
+    let kept: Vec<&str> = out.lines().filter(|l| l.starts_with("kept:")).collect();
+    assert_eq!(kept.len(), 1, "{out}");
+    assert!(
+        kept[0].starts_with("kept: containers labelled berth.task="),
+        "{out}"
+    );
+    assert!(!kept[0].contains(" and "), "no directory named: {out}");
+    assert_eq!(family_containers(&family).len(), 1, "the container is kept");
+    let tasks = data.path().join("tasks");
+    assert!(
+        std::fs::read_dir(&tasks).map_or(true, |mut d| d.next().is_none()),
+        "no task directory"
+    );
+    // A scratch volume: its task directory exists and is named.
+    let family = unique_name("kept-dir-");
+    let _g2 = FamilyGuard(family.clone());
+    let mut a = c("a", "echo x > /scratch/f");
+    a["mountPoints"] = json!([{"sourceVolume": "s", "containerPath": "/scratch"}]);
+    let def = json!({"family": family, "volumes": [{"name": "s"}], "containerDefinitions": [a]});
+    let (code, out, err) = berth_run_text_keep(&def, data.path());
+    assert_eq!(code, 0, "{out}{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("kept:"))
+        .unwrap_or_else(|| panic!("no kept line: {out}"));
+    let (_, dir) = line.split_once(" and ").unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        std::path::Path::new(dir).join("volumes/s/f").is_file(),
+        "{line}"
+    );
+    // Nothing created (the image is missing): no kept line at all.
+    let family = unique_name("kept-none-");
+    let _g3 = FamilyGuard(family.clone());
+    let mut a = c("a", "exit 0");
+    a["image"] = json!("127.0.0.1:1/berth-no-such-image:1");
+    let def = json!({"family": family, "containerDefinitions": [a]});
+    let (code, out, err) = berth_run_text_keep(&def, data.path());
+    assert_eq!(code, 125, "{out}{err}");
+    assert!(!out.contains("kept:"), "{out}");
 }

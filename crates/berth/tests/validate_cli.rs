@@ -395,3 +395,58 @@ fn with_a_secret_source_validate_reads_every_secret_as_run_would() {
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("v4lue"));
 }
+
+#[test]
+fn a_number_out_of_range_is_named_by_its_path() {
+    let input = br#"{"family": "x", "containerDefinitions": [
+  {"name": "a", "image": "busybox", "memory": 1e400}
+]}"#;
+    let out = berth_stdin(&["validate", "-"], input);
+    assert_eq!(out.status.code(), Some(65));
+    assert_eq!(
+        text(&out.stderr),
+        "containerDefinitions[0].memory: invalid JSON at line 2, column 51: number out of range: \
+         it does not fit in a 64-bit floating-point number; write the value ECS expects (usually \
+         a whole number such as 512)\n"
+    );
+}
+
+#[test]
+fn a_lone_surrogate_escape_is_called_one_with_its_path() {
+    let lone = "a lone UTF-16 surrogate escape (\\uD800-\\uDFFF) in a string: it encodes no \
+                character; write the character itself or a high and low pair such as \
+                \\ud83d\\ude00";
+    for (input, path) in [
+        (
+            r#"{"family": "x\ud800", "containerDefinitions": []}"#,
+            "family",
+        ),
+        (
+            r#"{"family": "x\udc00y", "containerDefinitions": []}"#,
+            "family",
+        ),
+        (
+            r#"{"family": "x", "containerDefinitions": [{"name": "a\ud800\u0041"}]}"#,
+            "containerDefinitions[0].name",
+        ),
+    ] {
+        let out = berth_stdin(&["validate", "-"], input.as_bytes());
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(65), "{err}");
+        assert!(
+            err.starts_with(&format!("{path}: invalid JSON at line 1, column ")),
+            "{err}"
+        );
+        assert!(err.trim_end().ends_with(lone), "{input}: {err}");
+    }
+    // A proper pair is a character, not an error.
+    let out = berth_stdin(
+        &["validate", "-"],
+        br#"{"family": "x\ud83d\ude00", "containerDefinitions": [{"name": "a", "image": "b", "memory": 64}]}"#,
+    );
+    assert!(
+        !text(&out.stderr).contains("surrogate"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -19,6 +19,16 @@ pub enum ControlError {
     /// No task with this id (never submitted, or already cleaned up).
     #[error("no task {task}")]
     NotFound { task: String },
+    /// A task id prefix that more than one task's id starts with.
+    #[error(
+        "task id prefix {prefix} matches {} tasks: {}; give more of the id",
+        matches.len(),
+        matches.join(", ")
+    )]
+    Ambiguous {
+        prefix: String,
+        matches: Vec<String>,
+    },
     /// The submitted task definition is invalid; every problem, `PATH: message`.
     #[error("invalid task definition")]
     Invalid { problems: Vec<String> },
@@ -63,9 +73,9 @@ impl ControlError {
     pub fn status(&self) -> StatusCode {
         match self {
             ControlError::NotFound { .. } | ControlError::NoRoute { .. } => StatusCode::NOT_FOUND,
-            ControlError::Invalid { .. } | ControlError::BadRequest { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            ControlError::Invalid { .. }
+            | ControlError::BadRequest { .. }
+            | ControlError::Ambiguous { .. } => StatusCode::BAD_REQUEST,
             ControlError::AlreadyStopped { .. } => StatusCode::CONFLICT,
             ControlError::Store { .. } | ControlError::ActorGone { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR

@@ -74,6 +74,31 @@ fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ControlErr
         .map_err(|r| bad_request(r.body_text()))
 }
 
+/// The full id of the task `id` names: itself when a task has this id, else the one task whose id
+/// starts with it (as `docker` takes the 12 characters `ps` prints). No task → not found; more than
+/// one → ambiguous, listing them. An empty id names no task.
+async fn resolve<C: ControlPlane>(plane: &C, id: String) -> Result<String, ControlError> {
+    if id.is_empty() || plane.phase(&id).is_some() || plane.get(&id).await?.is_some() {
+        return Ok(id);
+    }
+    let mut matches: Vec<String> = plane
+        .list()
+        .await?
+        .into_iter()
+        .map(|t| t.task)
+        .filter(|t| t.starts_with(&id))
+        .collect();
+    matches.sort();
+    match matches.len() {
+        0 => Err(ControlError::NotFound { task: id }),
+        1 => Ok(matches.remove(0)),
+        _ => Err(ControlError::Ambiguous {
+            prefix: id,
+            matches,
+        }),
+    }
+}
+
 /// `POST /v1/tasks`: check the definition, have the plane store and start it.
 pub async fn submit<C: ControlPlane>(
     State(plane): State<Arc<C>>,
@@ -105,7 +130,7 @@ pub async fn inspect<C: ControlPlane>(
     State(plane): State<Arc<C>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<TaskView>, ControlError> {
-    let id = path_id(id)?;
+    let id = resolve(&*plane, path_id(id)?).await?;
     match plane.get(&id).await? {
         Some(t) => Ok(Json(t)),
         None => Err(ControlError::NotFound { task: id }),
@@ -141,7 +166,8 @@ pub async fn stop<C: ControlPlane>(
     State(plane): State<Arc<C>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ControlError> {
-    command(&*plane, Verb::Stop, path_id(id)?).await
+    let id = resolve(&*plane, path_id(id)?).await?;
+    command(&*plane, Verb::Stop, id).await
 }
 
 /// `DELETE /v1/tasks/{id}`.
@@ -149,7 +175,8 @@ pub async fn remove<C: ControlPlane>(
     State(plane): State<Arc<C>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ControlError> {
-    command(&*plane, Verb::Remove, path_id(id)?).await
+    let id = resolve(&*plane, path_id(id)?).await?;
+    command(&*plane, Verb::Remove, id).await
 }
 
 /// `GET /v1/events`: newline-delimited JSON until the client leaves. A subscriber that falls

@@ -18,7 +18,7 @@ pub mod router;
 pub mod types;
 
 pub use error::ControlError;
-pub use router::{BindError, OwnSocket, bind, router, serve};
+pub use router::{BindError, OwnSocket, bind, router, serve, serve_with_limits};
 pub use types::{
     Accepted, CleanupView, ContainerView, Degraded, ErrorBody, EventHead, Health, HealthStatus,
     ListQuery, SubmitResponse, TaskView,

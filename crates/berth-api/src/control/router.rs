@@ -12,13 +12,16 @@
 //! | `GET /v1/health`             | [`handlers::health`]       |
 //!
 //! Invariants: the limits are checked before routing, so every refusal is a JSON
-//! [`ControlError`]; they are below hyper's own (a 64 KiB URI, about 400 KiB of head, 100 headers),
-//! which answer with an empty body and are reached only by requests far beyond these limits.
+//! [`ControlError`]; they are below hyper's own (a 64 KiB URI, a 64 KiB head — the read buffer of
+//! [`ServerLimits::CONTROL`] — 100 headers), which answer with an empty body and are reached only
+//! by requests far beyond these limits. Connections: at most 128 at once, 10 s for a request head
+//! and between requests of a keep-alive connection ([`crate::serve`]).
 //! Limits: HTTP/1 only; the socket's mode (0600) is the only access control.
 
 use super::ControlPlane;
 use super::error::ControlError;
 use super::handlers;
+use crate::serve::ServerLimits;
 use axum::Router;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
@@ -140,11 +143,29 @@ pub async fn bind(path: &Path) -> Result<(tokio::net::UnixListener, OwnSocket), 
     Ok((listener, OwnSocket { path: at(), id }))
 }
 
-/// Serve the control API on `listener`; returns only on an accept error. To stop, drop the future
-/// (connections under way are dropped with it: open event streams would otherwise never end).
+/// Serve the control API on `listener` within [`ServerLimits::CONTROL`]; it does not return. To
+/// stop, drop the future: connections under way are dropped with it (open event streams would
+/// otherwise never end).
 pub async fn serve<C: ControlPlane>(
     listener: tokio::net::UnixListener,
     plane: Arc<C>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(plane)).await
+    serve_with_limits(listener, plane, ServerLimits::CONTROL).await
+}
+
+/// [`serve`] within other limits (tests).
+pub async fn serve_with_limits<C: ControlPlane>(
+    listener: tokio::net::UnixListener,
+    plane: Arc<C>,
+    limits: ServerLimits,
+) -> std::io::Result<()> {
+    crate::serve::serve(
+        listener,
+        router(plane),
+        limits,
+        std::future::pending(),
+        "control API",
+    )
+    .await;
+    Ok(())
 }

@@ -10,6 +10,7 @@ use crate::metadata::directory::{Rendered, TaskDirectory, TaskEntry};
 use crate::metadata::json::{self, TaskInfo};
 use crate::metadata::ratelimit::RateLimit;
 use crate::metadata::{address, json::container_response};
+use crate::serve::ServerLimits;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -32,11 +33,18 @@ use tokio::task::JoinHandle;
 /// What can go wrong starting the endpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
-    #[error("cannot listen on {addr}: {source}")]
+    // The errno is in the message and not also a `source`, so a chain printer shows it once.
+    #[error("cannot listen on {addr}: {error}")]
     Listen {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
+    },
+    /// The main listener is up; the one on the Docker bridge's gateway (for bridge-mode
+    /// containers) could not be opened. The agent goes on without it.
+    #[error("cannot listen on the Docker bridge's gateway {addr}: {error}")]
+    BridgeListen {
+        addr: SocketAddr,
+        error: std::io::Error,
     },
     #[error(
         "cannot find the Docker bridge's gateway address for bridge-mode containers: {0} (--metadata-advertise URL says where containers reach the endpoint instead)"
@@ -52,6 +60,8 @@ pub struct MetadataConfig {
     pub rate_limit: RateLimit,
     /// How long a container's Docker details are reused while its status and health stay the same.
     pub details_ttl: Duration,
+    /// Connection bounds, each listener its own (docs/metadata.md).
+    pub limits: ServerLimits,
 }
 
 impl Default for MetadataConfig {
@@ -60,6 +70,7 @@ impl Default for MetadataConfig {
             task: TaskInfo::default(),
             rate_limit: RateLimit::ECS_DEFAULT,
             details_ttl: Duration::from_millis(500),
+            limits: ServerLimits::METADATA,
         }
     }
 }
@@ -384,7 +395,7 @@ pub struct MetadataServer {
 async fn bind(addr: SocketAddr) -> Result<TcpListener, MetadataError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| MetadataError::Listen { addr, source })
+        .map_err(|error| MetadataError::Listen { addr, error })
 }
 
 impl MetadataServer {
@@ -415,9 +426,9 @@ impl MetadataServer {
         extra: Router,
     ) -> Result<MetadataServer, MetadataError> {
         let main = bind(listen.addr).await?;
-        let local = main.local_addr().map_err(|source| MetadataError::Listen {
+        let local = main.local_addr().map_err(|error| MetadataError::Listen {
             addr: listen.addr,
-            source,
+            error,
         })?;
         let host_ip = if local.ip().is_unspecified() {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
@@ -430,7 +441,10 @@ impl MetadataServer {
             let gateway = IpAddr::V4(address::bridge_gateway(&*rt).await?);
             let addr = SocketAddr::new(gateway, local.port());
             if !local.ip().is_unspecified() && local.ip() != gateway {
-                listeners.push(bind(addr).await?);
+                let bridge = TcpListener::bind(addr)
+                    .await
+                    .map_err(|error| MetadataError::BridgeListen { addr, error })?;
+                listeners.push(bridge);
             }
             format!("http://{addr}")
         } else {
@@ -449,6 +463,7 @@ impl MetadataServer {
                 host_base,
             },
         };
+        let limits = config.limits;
         let app = router(rt, directory, config);
         let main_app = app.clone().merge(extra);
         let (stop, stopped) = watch::channel(false);
@@ -470,14 +485,10 @@ impl MetadataServer {
                     // Small request/answer exchanges: never wait to coalesce.
                     let _ = tcp.set_nodelay(true);
                 });
-                let served = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = stopped.wait_for(|s| *s).await;
-                    })
-                    .await;
-                if let Err(e) = served {
-                    tracing::warn!(error = %e, "metadata endpoint listener failed");
-                }
+                let stop = async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                };
+                crate::serve::serve(listener, app, limits, stop, "metadata endpoint").await;
             }));
         }
         Ok(MetadataServer {

@@ -177,6 +177,9 @@ impl Checker {
                 }
                 "ulimits" => def.ulimits = self.ulimits(p, v),
                 "logConfiguration" => def.log_configuration = self.log_configuration(p, v),
+                "firelensConfiguration" => {
+                    def.firelens_configuration = self.firelens_configuration(p, v);
+                }
                 "dnsServers" => {
                     def.dns_servers = self.dns_servers(p, v);
                     if !def.dns_servers.is_empty() {
@@ -645,13 +648,6 @@ impl Checker {
                 "logDriver" => {
                     driver_seen = true;
                     driver = match self.string(&f.path, f.value) {
-                        Some(LogDriver::AWSFIRELENS) => {
-                            self.error(
-                                &f.path,
-                                "log driver \"awsfirelens\" (FireLens) is not supported by berth yet; until it is, send the logs to your router with a Docker log driver such as fluentd",
-                            );
-                            None
-                        }
                         Some(name) => match crate::logging::check_driver_name(name) {
                             Ok(()) => Some(LogDriver::new(name)),
                             Err(why) => {

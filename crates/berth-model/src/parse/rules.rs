@@ -110,9 +110,10 @@ pub(super) const CONTAINER: Schema = Schema {
         "disableNetworking",
         "resourceRequirements",
         "repositoryCredentials",
+        "firelensConfiguration",
     ],
     ignored: &["credentialSpecs", "versionConsistency", "restartPolicy"],
-    unsupported: &["firelensConfiguration"],
+    unsupported: &[],
     quiet: &[],
     aws_only: &[],
 };
@@ -203,6 +204,14 @@ pub(super) const ULIMIT: Schema = Schema {
 
 pub(super) const LOG_CONFIGURATION: Schema = Schema {
     known: &["logDriver", "options", "secretOptions"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+    aws_only: &[],
+};
+
+pub(super) const FIRELENS_CONFIGURATION: Schema = Schema {
+    known: &["type", "options"],
     ignored: &[],
     unsupported: &[],
     quiet: &[],
@@ -343,6 +352,7 @@ pub(super) const SCHEMAS: &[&Schema] = &[
     &PORT_MAPPING,
     &ULIMIT,
     &LOG_CONFIGURATION,
+    &FIRELENS_CONFIGURATION,
     &LINUX_PARAMETERS,
     &CAPABILITIES,
     &DEVICE,

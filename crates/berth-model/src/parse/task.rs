@@ -151,6 +151,7 @@ impl Checker {
         }
         if let Some(list) = &containers {
             self.cross_checks(&containers_path, list, volumes.as_deref(), network);
+            self.firelens_checks(list);
             if def.ipc_mode == Some(IpcMode::Host) {
                 for (_, info) in list {
                     for (p, name) in &info.ipc_sysctls {

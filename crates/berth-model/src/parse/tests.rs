@@ -1347,13 +1347,6 @@ fn log_configuration_rules() {
     );
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     assert_eq!(
-        one(&task(&c(
-            "web",
-            r#""logConfiguration": {"logDriver": "awsfirelens"}"#
-        ))),
-        r#"containerDefinitions[0].logConfiguration.logDriver: log driver "awsfirelens" (FireLens) is not supported by berth yet; until it is, send the logs to your router with a Docker log driver such as fluentd"#
-    );
-    assert_eq!(
         problems(&task(&c(
             "web",
             r#""logConfiguration": {"options": {"max-size": 10}, "secretOptions": [{"name": "x", "valueFrom": "y"}]}"#
@@ -1592,19 +1585,176 @@ fn aws_only_fields_are_accepted_with_what_berth_does_instead() {
     );
 }
 
+// --- FireLens ---------------------------------------------------------------------------------
+
+const ROUTER: &str = r#""firelensConfiguration": {"type": "fluentbit"}"#;
+const TO_ROUTER: &str =
+    r#""logConfiguration": {"logDriver": "awsfirelens", "options": {"Name": "stdout"}}"#;
+
 #[test]
-fn fields_berth_cannot_honour_are_errors() {
+fn firelens_router_and_app_are_read() {
+    let parsed = valid(&task(&format!(
+        "{},{}",
+        c(
+            "log_router",
+            r#""firelensConfiguration": {"type": "fluentd", "options": {"enable-ecs-log-metadata": "false", "config-file-type": "file", "config-file-value": "/extra.conf"}}"#
+        ),
+        c(
+            "app",
+            r#""logConfiguration": {"logDriver": "awsfirelens", "options": {"@type": "forward", "host": "h"}}"#
+        )
+    )));
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let def = &parsed.definition;
     assert_eq!(
-        problems(&task(&c(
-            "web",
-            r#""firelensConfiguration": {"type": "fluentbit"}"#
+        def.container_definitions[0].firelens_configuration,
+        Some(crate::firelens::FirelensConfiguration {
+            router_type: crate::firelens::FirelensType::Fluentd,
+            enable_ecs_log_metadata: false,
+            config_file: Some("/extra.conf".into()),
+        })
+    );
+    assert_eq!(
+        def.container_definitions[1].log_driver(),
+        Some("awsfirelens")
+    );
+    // ECS's default: metadata on.
+    let parsed = valid(&task(&format!(
+        "{},{}",
+        c("r", ROUTER),
+        c("app", TO_ROUTER)
+    )));
+    let router = parsed.definition.container_definitions[0]
+        .firelens_configuration
+        .clone()
+        .expect("a router");
+    assert!(router.enable_ecs_log_metadata);
+    assert_eq!(router.config_file, None);
+    // The app starts after the router (ECS adds the START dependency).
+    assert_eq!(
+        crate::DependencyGraph::new(&parsed.definition).start_order(),
+        Ok(vec![0, 1])
+    );
+    // Null counts as absent (console exports).
+    assert!(parse(&task(&c("web", r#""firelensConfiguration": null"#))).is_ok());
+}
+
+#[test]
+fn firelens_rules() {
+    let cases: &[(&str, String, &[&str])] = &[
+        (
+            "no type",
+            task(&c("r", r#""firelensConfiguration": {}"#)),
+            &[
+                r#"containerDefinitions[0].firelensConfiguration.type: missing required field; the log router's type, "fluentbit" or "fluentd""#,
+            ],
+        ),
+        (
+            "bad type",
+            task(&c("r", r#""firelensConfiguration": {"type": "vector"}"#)),
+            &[
+                r#"containerDefinitions[0].firelensConfiguration.type: "vector" is not a FireLens router type; expected "fluentbit" or "fluentd""#,
+            ],
+        ),
+        (
+            "unknown option, bad boolean",
+            task(&c(
+                "r",
+                r#""firelensConfiguration": {"type": "fluentbit", "options": {"enable-ecs-log-metadata": "yes", "cluster": "x"}}"#,
+            )),
+            &[
+                r#"containerDefinitions[0].firelensConfiguration.options.enable-ecs-log-metadata: expected "true" or "false", found "yes""#,
+                r#"containerDefinitions[0].firelensConfiguration.options.cluster: "cluster" is not a FireLens option; expected one of enable-ecs-log-metadata, config-file-type, config-file-value"#,
+            ],
+        ),
+        (
+            "file without a value",
+            task(&c(
+                "r",
+                r#""firelensConfiguration": {"type": "fluentbit", "options": {"config-file-type": "file"}}"#,
+            )),
+            &[
+                "containerDefinitions[0].firelensConfiguration.options.config-file-value: missing: config-file-type is given, so name the configuration file's absolute path inside the router's image",
+            ],
+        ),
+        (
+            "relative file",
+            task(&c(
+                "r",
+                r#""firelensConfiguration": {"type": "fluentbit", "options": {"config-file-type": "file", "config-file-value": "extra.conf"}}"#,
+            )),
+            &[
+                r#"containerDefinitions[0].firelensConfiguration.options.config-file-value: expected an absolute path without whitespace inside the router's image, found "extra.conf""#,
+            ],
+        ),
+        (
+            "s3",
+            task(&c(
+                "r",
+                r#""firelensConfiguration": {"type": "fluentbit", "options": {"config-file-type": "s3", "config-file-value": "arn:aws:s3:::b/k"}}"#,
+            )),
+            &[
+                r#"containerDefinitions[0].firelensConfiguration.options.config-file-type: "s3" needs Amazon S3, which berth does not reach; copy the file into the router's image (or mount it) and use "file" with its path"#,
+            ],
+        ),
+        (
+            "two routers",
+            task(&format!("{},{}", c("a", ROUTER), c("b", ROUTER))),
+            &[
+                "containerDefinitions[1].firelensConfiguration: a task has at most one log router, and containerDefinitions[0].firelensConfiguration is one already; remove this firelensConfiguration",
+            ],
+        ),
+        (
+            "awsfirelens without a router",
+            task(&c("app", TO_ROUTER)),
+            &[
+                r#"containerDefinitions[0].logConfiguration.logDriver: "awsfirelens" sends the logs to the task's log router, and this task has none; add a container with "firelensConfiguration": {"type": "fluentbit"} (or "fluentd"), or use a Docker log driver"#,
+            ],
+        ),
+        (
+            "the router logging to itself",
+            task(&c("r", &format!("{ROUTER}, {TO_ROUTER}"))),
+            &[
+                "containerDefinitions[0].logConfiguration.logDriver: the log router cannot send its own logs to itself; give it a Docker log driver such as json-file",
+            ],
+        ),
+        (
+            "plugin options without the plugin",
+            task(&format!(
+                "{},{}",
+                c("r", ROUTER),
+                c(
+                    "app",
+                    r#""logConfiguration": {"logDriver": "awsfirelens", "options": {"region": "x", "include-pattern": "a", "log-driver-buffer-limit": "1"}, "secretOptions": [{"name": "apikey", "valueFrom": "k"}]}"#
+                )
+            )),
+            &[
+                r#"containerDefinitions[1].logConfiguration.options: options for the router's output plugin (region, apikey) need "Name" naming the plugin (the router at containerDefinitions[0] is fluentbit); add for example "Name": "cloudwatch""#,
+            ],
+        ),
+    ];
+    for (what, json, want) in cases {
+        assert_eq!(&problems(json), want, "{what}");
+    }
+    // Only filters and the buffer limit: no output section, no plugin needed (the user's own
+    // configuration file may hold the output), as on ECS.
+    valid(&task(&format!(
+        "{},{}",
+        c("r", ROUTER),
+        c(
+            "app",
+            r#""logConfiguration": {"logDriver": "awsfirelens", "options": {"exclude-pattern": "^debug"}}"#
+        )
+    )));
+    assert_eq!(
+        warnings(&task(&c(
+            "r",
+            r#""firelensConfiguration": {"type": "fluentbit", "options": {"config-file-value": "/x.conf"}}"#
         ))),
-        vec![
-            "containerDefinitions[0].firelensConfiguration: firelensConfiguration is not supported by berth",
+        [
+            r#"containerDefinitions[0].firelensConfiguration.options.config-file-value: ignored without config-file-type (ECS ignores it too); add "config-file-type": "file" to include the file"#
         ]
     );
-    // Empty or null: nothing to honour.
-    assert!(parse(&task(&c("web", r#""firelensConfiguration": {}"#))).is_ok());
 }
 
 // --- secrets, secretOptions, environmentFiles --------------------------------------------------
