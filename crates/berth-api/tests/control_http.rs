@@ -19,6 +19,7 @@ struct Fake {
     calls: Mutex<Vec<String>>,
     events: broadcast::Sender<String>,
     next: Mutex<u32>,
+    degraded: Mutex<Option<control::Degraded>>,
 }
 
 impl Fake {
@@ -28,6 +29,7 @@ impl Fake {
             calls: Mutex::new(Vec::new()),
             events: broadcast::channel(16).0,
             next: Mutex::new(0),
+            degraded: Mutex::new(None),
         })
     }
 
@@ -43,6 +45,9 @@ impl Fake {
 
 impl ControlPlane for Fake {
     async fn submit(&self, definition: TaskDefinition) -> Result<Submitted, ControlError> {
+        if let Some(d) = self.degraded.lock().expect("lock").clone() {
+            return Err(ControlError::Degraded { reason: d.reason });
+        }
         let mut n = self.next.lock().expect("lock");
         *n += 1;
         // abcdef12345601000…, abcdef12345602000…: ids that share their first 12 characters, as
@@ -110,6 +115,10 @@ impl ControlPlane for Fake {
 
     fn task_count(&self) -> usize {
         self.tasks.lock().expect("lock").len()
+    }
+
+    fn degraded(&self) -> Option<control::Degraded> {
+        self.degraded.lock().expect("lock").clone()
     }
 }
 
@@ -220,13 +229,7 @@ async fn the_routes_answer_the_shared_types() {
     assert_eq!(a.status, 200);
     assert_eq!(a.json::<TaskView>().family, "web");
     let a = call(s, "GET", "/v1/health", b"").await;
-    assert_eq!(
-        a.json::<Health>(),
-        Health {
-            status: control::HealthStatus::Ok,
-            tasks: 1
-        }
-    );
+    assert_eq!(a.json::<Health>(), Health::ok(1));
     let a = call(s, "GET", "/v1/tasks/nope", b"").await;
     assert_eq!(a.status, 404);
     assert_eq!(a.error().error, "no task nope");
@@ -389,6 +392,35 @@ async fn events_are_newline_delimited_json_and_a_second_agent_cannot_take_the_so
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+}
+
+/// A degraded agent (its store cannot be written): health answers 503 with the reason and the
+/// held tasks, a submit answers 503 with the reason, and both are back to normal afterwards.
+#[tokio::test]
+async fn a_degraded_agent_says_why_in_health_and_refuses_submits_with_503() {
+    let srv = start().await;
+    let s = &srv.socket;
+    let reason = "the state store cannot be written: No space left on device (os error 28)";
+    *srv.fake.degraded.lock().expect("lock") = Some(control::Degraded {
+        reason: reason.into(),
+        held_tasks: vec!["t1".into()],
+    });
+    let a = call(s, "GET", "/v1/health", b"").await;
+    assert_eq!(a.status, 503);
+    let body: serde_json::Value = a.json();
+    assert_eq!(body["status"], "degraded");
+    assert_eq!(body["reason"], reason);
+    assert_eq!(body["heldTasks"], serde_json::json!(["t1"]));
+    let a = call(s, "POST", "/v1/tasks", DEF.as_bytes()).await;
+    assert_eq!(a.status, 503);
+    assert_eq!(a.error().error, format!("the agent is degraded: {reason}"));
+
+    *srv.fake.degraded.lock().expect("lock") = None;
+    let a = call(s, "GET", "/v1/health", b"").await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.json::<Health>(), Health::ok(0));
+    let a = call(s, "POST", "/v1/tasks", DEF.as_bytes()).await;
+    assert_eq!(a.status, 201);
 }
 
 #[tokio::test]

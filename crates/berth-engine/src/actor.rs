@@ -16,11 +16,22 @@
 //! already sent may still complete in Docker; adoption finds a container created that way by its
 //! name). Dropping the `run_task` future abandons its effects the same way.
 //!
+//! Persist before acting: every state change is saved (through [`RunConfig::persist`]) before the
+//! effects it leads to are performed. A save that fails performs nothing: the effects stay marked in
+//! flight and held, the task is listed in [`EngineMetrics::degraded`] with the error, and the save
+//! is retried on [`RunConfig::save_retry`]'s schedule (and at every result, event or command
+//! meanwhile); the held effects run once a save succeeds. The actor never returns a finished task
+//! whose final state is not durable, so the agent's cleanup never removes containers the store
+//! still lists as running. Invariant: Docker is never more than the in-flight effects ahead of the
+//! store, and every one of those is named in it (containers by their Docker name), so an agent
+//! restarted at any moment adopts them instead of creating or starting anything again.
+//!
 //! Limits: the steps before the loop (subscribing, adoption, volume preparation) and the re-sync
 //! after a broken event stream are awaited inline, each call bounded by the runtime's timeouts, and
 //! are not interrupted by cancellation; it is seen as soon as they end.
 
 use crate::auth::{AuthError, RegistryAuth, RegistryAuthResolver};
+use crate::cleanup::{Backoff, RetryPolicy};
 use crate::decide::{Action, Event, Options};
 use crate::gpu;
 use crate::pause;
@@ -75,6 +86,10 @@ pub struct RunConfig {
     pub metadata: Option<spec::MetadataEndpoint>,
     /// Saves every state change before the actions it leads to (the agent's store).
     pub persist: Option<Arc<dyn Persist>>,
+    /// How often a failed save is tried again. While saves fail the actor performs no effect
+    /// (it holds the task: nothing Docker does may get ahead of what the store knows) and the
+    /// task is listed in [`EngineMetrics::degraded`]. Default: 1 s doubling to 30 s.
+    pub save_retry: RetryPolicy,
     /// The state comes from a store after a restart: adopt its containers from Docker first.
     pub resume: bool,
     /// Counters for `/metrics`.
@@ -102,18 +117,49 @@ pub struct RunConfig {
     pub host: String,
 }
 
-/// Counters the engine keeps for `/metrics` (shared by every task of an agent).
+/// Counters the engine keeps for `/metrics` (shared by every task of an agent), and which tasks
+/// are held because their state cannot be saved.
 #[derive(Debug, Default)]
 pub struct EngineMetrics {
     /// Docker event streams re-subscribed after breaking.
     pub event_stream_reconnects: std::sync::atomic::AtomicU64,
     /// Docker calls that failed (pull, create, start, stop, inspect during adoption).
     pub docker_errors: std::sync::atomic::AtomicU64,
+    /// Saves of a task state that failed (each retry counts).
+    pub save_failures: std::sync::atomic::AtomicU64,
+    /// Tasks whose last save failed, with that error: each is held (no effect performed) until a
+    /// save succeeds.
+    degraded: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl EngineMetrics {
     fn count(counter: &std::sync::atomic::AtomicU64) {
         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn degraded_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, String>> {
+        // The map is consistent between statements; a panic elsewhere cannot corrupt it.
+        self.degraded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tasks held because their state cannot be saved, each with the save's last error, in id
+    /// order. Empty when every save succeeds.
+    pub fn degraded(&self) -> Vec<(String, String)> {
+        self.degraded_map()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    fn set_degraded(&self, task: &str, error: &str) {
+        self.degraded_map()
+            .insert(task.to_string(), error.to_string());
+    }
+
+    fn clear_degraded(&self, task: &str) {
+        self.degraded_map().remove(task);
     }
 }
 
@@ -143,6 +189,10 @@ impl RunConfig {
             volume_plugin: spec::DEFAULT_VOLUME_PLUGIN.to_string(),
             metadata: None,
             persist: None,
+            save_retry: RetryPolicy {
+                first: Duration::from_secs(1),
+                max: Duration::from_secs(30),
+            },
             resume: false,
             metrics: Arc::new(EngineMetrics::default()),
             cancel: CancellationToken::new(),
@@ -247,6 +297,9 @@ pub async fn run_task<R: Runtime>(
     }
     let mut saved: Option<TaskState> = None;
     let mut reconnect_delay = MIN_RECONNECT_DELAY;
+    // Effects decided but not yet performed because the state they follow from is not durable.
+    let mut held: Vec<Action> = Vec::new();
+    let mut save_backoff: Option<Backoff> = None;
 
     loop {
         if config.cancel.is_cancelled() {
@@ -254,18 +307,45 @@ pub async fn run_task<R: Runtime>(
         }
         let now = now_ms();
         let (actions, wake_at) = state.step(config.options, now);
+        held.extend(actions);
         // Persist before acting: a restarted agent must know every container name it may have
-        // created and every stop it decided.
-        save(&config, &state, &mut saved).await;
-        for action in actions {
-            spawn_effect(
-                &rt, &config, &state, &volumes, &values, action, &reports, &effects,
-            );
-        }
+        // created and every stop it decided. A failed save performs nothing: the effects wait
+        // (marked in flight, so `step` does not decide them twice) until a retry succeeds.
+        let retry_in = match save(&config, &state, &mut saved).await {
+            Ok(()) => {
+                if save_backoff.take().is_some() {
+                    config.metrics.clear_degraded(&state.id);
+                    tracing::info!(task = %state.id, "the task state is saved again; the task goes on");
+                }
+                for action in held.drain(..) {
+                    spawn_effect(
+                        &rt, &config, &state, &volumes, &values, action, &reports, &effects,
+                    );
+                }
+                None
+            }
+            Err(e) => {
+                EngineMetrics::count(&config.metrics.save_failures);
+                config.metrics.set_degraded(&state.id, &e);
+                let delay = save_backoff
+                    .get_or_insert_with(|| config.save_retry.backoff())
+                    .next_delay();
+                tracing::error!(task = %state.id, error = %e, held = held.len(), retry_in = ?delay, "cannot save the task state; the task is held (no Docker call) until a save succeeds");
+                Some(delay)
+            }
+        };
         publish(&state, &mut published, &reports, &snapshots);
-        if state.is_finished() {
+        if state.is_finished() && retry_in.is_none() {
             break;
         }
+        let wake_at = match retry_in {
+            Some(d) => {
+                let retry_at =
+                    now_ms().saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                Some(wake_at.map_or(retry_at, |t| t.min(retry_at)))
+            }
+            None => wake_at,
+        };
         let sleep = async {
             match wake_at {
                 Some(t) => {
@@ -306,6 +386,11 @@ pub async fn run_task<R: Runtime>(
                 Some(Command::Stop { reason }) => state.request_stop(&reason, StopKind::Requested),
                 Some(Command::Kill) => {
                     state.request_stop("task killed", StopKind::Requested);
+                    // Saved before the kills, like every effect; while saves fail the stop is
+                    // held and performed (as a stop) once a save succeeds.
+                    if save(&config, &state, &mut saved).await.is_err() {
+                        continue;
+                    }
                     for c in &state.containers {
                         if let (Some(id), Status::Running) = (&c.docker_id, c.known) {
                             let (rt, id) = (rt.clone(), id.clone());
@@ -330,7 +415,9 @@ pub async fn run_task<R: Runtime>(
         while let Ok(ev) = rx.try_recv() {
             fold_result(&config, &mut state, &ev);
         }
-        save(&config, &state, &mut saved).await;
+        if let Err(e) = save(&config, &state, &mut saved).await {
+            tracing::error!(task = %state.id, error = %e, "cannot save the task state at shutdown; the next agent adopts its containers by name");
+        }
         publish(&state, &mut published, &reports, &snapshots);
         tracing::info!(task = %state.id, known = %state.known(), "task actor cancelled; its containers keep running");
     }
@@ -351,16 +438,20 @@ fn fold_result(config: &RunConfig, state: &mut TaskState, ev: &Event) {
     state.apply(ev);
 }
 
-/// Save the state through `config.persist` unless it is what was saved last.
-async fn save(config: &RunConfig, state: &TaskState, saved: &mut Option<TaskState>) {
+/// Save the state through `config.persist` unless it is what was saved last (only a save that
+/// succeeded counts as saved).
+async fn save(
+    config: &RunConfig,
+    state: &TaskState,
+    saved: &mut Option<TaskState>,
+) -> Result<(), String> {
     if let Some(p) = &config.persist
         && saved.as_ref() != Some(state)
     {
-        if let Err(e) = p.save(state).await {
-            tracing::error!(task = %state.id, error = %e, "cannot save the task state");
-        }
+        p.save(state).await?;
         *saved = Some(state.clone());
     }
+    Ok(())
 }
 
 fn publish(

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::handle::{Handle, db_err, read_version};
 use crate::writer::Writer;
 
 /// The database file inside the data directory.
@@ -56,17 +57,59 @@ pub struct TaskRecord {
 }
 
 /// The state store. Cheap to share behind an `Arc`; redb serializes writers itself. Task-state
-/// saves from the actors go through the group-committing [`Writer`](crate::writer).
+/// saves from the actors go through the group-committing [`Writer`](crate::writer). After an I/O
+/// error the database is closed, reopened and verified at the next operation
+/// ([`handle`](crate::handle)); [`Store::degraded`] says why while it cannot be used.
 pub struct Store {
-    // Declared first so it is dropped (its thread joined) before `db`.
+    // Declared first so it is dropped (its thread joined) before the handle.
     writer: Writer,
-    db: Arc<Database>,
+    h: Arc<Handle>,
     path: PathBuf,
 }
 
-fn db_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Database {
+/// A reopened database must hold a schema this berth reads.
+fn verify_schema(db: &Database, path: &Path) -> Result<(), StoreError> {
+    let found = read_version(db, META, VERSION_KEY, |e| db_err(path, e))?;
+    if found != SCHEMA_VERSION {
+        return Err(StoreError::SchemaVersion {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// What a reopened store must be able to write before it is used again.
+const HEADROOM: usize = 1024 * 1024;
+const PROBE: TableDefinition<&str, &[u8]> = TableDefinition::new("probe");
+
+/// Two commits: 1 MiB written, then removed. Opening repairs in place and a small commit reuses
+/// pages the file already has, so both can succeed on a disk that is still full; writing new
+/// data proves there is room again.
+fn probe_write(db: &Database, path: &Path) -> Result<(), StoreError> {
+    let err = |e: redb::Error| db_err(path, e);
+    let blob = vec![0u8; HEADROOM];
+    for write in [true, false] {
+        let txn = db.begin_write().map_err(|e| err(e.into()))?;
+        {
+            let mut t = txn.open_table(PROBE).map_err(|e| err(e.into()))?;
+            if write {
+                t.insert("headroom", blob.as_slice())
+                    .map_err(|e| err(e.into()))?;
+            } else {
+                t.remove("headroom").map_err(|e| err(e.into()))?;
+            }
+        }
+        txn.commit().map_err(|e| err(e.into()))?;
+    }
+    Ok(())
+}
+
+fn corrupt(path: &Path, key: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
         path: path.to_path_buf(),
+        key: key.to_string(),
         message: e.to_string(),
     }
 }
@@ -79,12 +122,13 @@ impl Store {
             path: data_dir.to_path_buf(),
             source,
         })?;
-        let db = Arc::new(Database::create(&path).map_err(|e| db_err(&path, e))?);
-        let writer = Writer::start(db.clone(), TASKS).map_err(|source| StoreError::Write {
+        let db = Database::create(&path).map_err(|e| db_err(&path, e))?;
+        let h = Arc::new(Handle::new(path.clone(), db, verify_schema, probe_write));
+        let writer = Writer::start(h.clone(), TASKS).map_err(|source| StoreError::Write {
             path: path.clone(),
             source,
         })?;
-        let store = Store { writer, db, path };
+        let store = Store { writer, h, path };
         store.migrate(data_dir)?;
         Ok(store)
     }
@@ -93,22 +137,22 @@ impl Store {
         &self.path
     }
 
-    fn err(&self, e: impl std::fmt::Display) -> StoreError {
-        db_err(&self.path, e)
+    /// Why the store cannot be written now (an I/O error not yet repaired by a reopen, or a
+    /// reopen that failed); None when it is fine.
+    pub fn degraded(&self) -> Option<String> {
+        self.h.degraded()
+    }
+
+    /// Like [`Store::degraded`], after trying a reopen first if one is due (at most every
+    /// 500 ms): a store whose cause is gone recovers here even when no task is saving.
+    pub fn check(&self) -> Option<String> {
+        self.h.check()
     }
 
     /// The schema version on disk (0 for a new, empty database).
     pub fn schema_version(&self) -> Result<u64, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
-        let table = match txn.open_table(META) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
-            Err(e) => return Err(self.err(e)),
-        };
-        Ok(table
-            .get(VERSION_KEY)
-            .map_err(|e| self.err(e))?
-            .map_or(0, |v| v.value()))
+        self.h
+            .with(|db| read_version(db, META, VERSION_KEY, |e| self.h.err(e)))
     }
 
     fn migrate(&self, data_dir: &Path) -> Result<(), StoreError> {
@@ -123,47 +167,46 @@ impl Store {
         if found == SCHEMA_VERSION {
             return Ok(());
         }
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        {
-            let mut tasks = txn.open_table(TASKS).map_err(|e| self.err(e))?;
-            if found == 1 {
-                // v1 → v2: bare TaskState → TaskRecord.
-                let mut rewritten = Vec::new();
-                for entry in tasks.iter().map_err(|e| self.err(e))? {
-                    let (k, v) = entry.map_err(|e| self.err(e))?;
-                    let state: TaskState =
-                        serde_json::from_slice(v.value()).map_err(|e| StoreError::Corrupt {
-                            path: self.path.clone(),
-                            key: k.value().to_string(),
-                            message: e.to_string(),
-                        })?;
-                    rewritten.push((k.value().to_string(), state));
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_write().map_err(|e| err(e.into()))?;
+            {
+                let mut tasks = txn.open_table(TASKS).map_err(|e| err(e.into()))?;
+                if found == 1 {
+                    // v1 → v2: bare TaskState → TaskRecord.
+                    let mut rewritten = Vec::new();
+                    for entry in tasks.iter().map_err(|e| err(e.into()))? {
+                        let (k, v) = entry.map_err(|e| err(e.into()))?;
+                        let state: TaskState = serde_json::from_slice(v.value())
+                            .map_err(|e| corrupt(&self.path, k.value(), e))?;
+                        rewritten.push((k.value().to_string(), state));
+                    }
+                    for (k, state) in rewritten {
+                        let rec = TaskRecord {
+                            state,
+                            cleanup: Cleanup::default(),
+                        };
+                        let bytes = serde_json::to_vec(&rec).map_err(|e| db_err(&self.path, e))?;
+                        tasks
+                            .insert(k.as_str(), bytes.as_slice())
+                            .map_err(|e| err(e.into()))?;
+                    }
                 }
-                for (k, state) in rewritten {
-                    let rec = TaskRecord {
-                        state,
-                        cleanup: Cleanup::default(),
-                    };
-                    let bytes = serde_json::to_vec(&rec).map_err(|e| self.err(e))?;
-                    tasks
-                        .insert(k.as_str(), bytes.as_slice())
-                        .map_err(|e| self.err(e))?;
+                let mut images = txn.open_table(IMAGES).map_err(|e| err(e.into()))?;
+                // Images recorded by a berth that had no database (pulled-images.json).
+                let legacy = crate::PulledImages::open(data_dir)?;
+                for (image, rec) in legacy.all() {
+                    let bytes = serde_json::to_vec(&rec).map_err(|e| db_err(&self.path, e))?;
+                    images
+                        .insert(image.as_str(), bytes.as_slice())
+                        .map_err(|e| err(e.into()))?;
                 }
+                let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
+                meta.insert(VERSION_KEY, SCHEMA_VERSION)
+                    .map_err(|e| err(e.into()))?;
             }
-            let mut images = txn.open_table(IMAGES).map_err(|e| self.err(e))?;
-            // Images recorded by a berth that had no database (pulled-images.json).
-            let legacy = crate::PulledImages::open(data_dir)?;
-            for (image, rec) in legacy.all() {
-                let bytes = serde_json::to_vec(&rec).map_err(|e| self.err(e))?;
-                images
-                    .insert(image.as_str(), bytes.as_slice())
-                    .map_err(|e| self.err(e))?;
-            }
-            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
-            meta.insert(VERSION_KEY, SCHEMA_VERSION)
-                .map_err(|e| self.err(e))?;
-        }
-        txn.commit().map_err(|e| self.err(e))?;
+            txn.commit().map_err(|e| err(e.into()))
+        })?;
         let legacy_file = data_dir.join(PULLED_IMAGES_FILE);
         if legacy_file.exists() {
             let _ = berth_fs::atomic::rename(
@@ -177,95 +220,107 @@ impl Store {
         Ok(())
     }
 
+    /// Write one value in one transaction; durable when this returns.
+    fn put(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_write().map_err(|e| err(e.into()))?;
+            {
+                let mut t = txn.open_table(table).map_err(|e| err(e.into()))?;
+                t.insert(key, bytes).map_err(|e| err(e.into()))?;
+            }
+            txn.commit().map_err(|e| err(e.into()))
+        })
+    }
+
     /// Save (insert or replace) one task; durable when this returns.
     pub fn save_task(&self, rec: &TaskRecord) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(rec).map_err(|e| self.err(e))?;
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        {
-            let mut t = txn.open_table(TASKS).map_err(|e| self.err(e))?;
-            t.insert(rec.state.id.as_str(), bytes.as_slice())
-                .map_err(|e| self.err(e))?;
-        }
-        txn.commit().map_err(|e| self.err(e))
+        let bytes = serde_json::to_vec(rec).map_err(|e| db_err(&self.path, e))?;
+        self.put(TASKS, rec.state.id.as_str(), &bytes)
     }
 
     pub fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
-        let t = match txn.open_table(TASKS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(self.err(e)),
-        };
-        let Some(v) = t.get(id).map_err(|e| self.err(e))? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(v.value())
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                path: self.path.clone(),
-                key: id.to_string(),
-                message: e.to_string(),
-            })
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_read().map_err(|e| err(e.into()))?;
+            let t = match txn.open_table(TASKS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(err(e.into())),
+            };
+            let Some(v) = t.get(id).map_err(|e| err(e.into()))? else {
+                return Ok(None);
+            };
+            serde_json::from_slice(v.value())
+                .map(Some)
+                .map_err(|e| corrupt(&self.path, id, e))
+        })
     }
 
     /// Every task in the store, in id order.
     pub fn tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
-        let t = match txn.open_table(TASKS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(self.err(e)),
-        };
-        let mut out = Vec::new();
-        for entry in t.iter().map_err(|e| self.err(e))? {
-            let (k, v) = entry.map_err(|e| self.err(e))?;
-            out.push(
-                serde_json::from_slice(v.value()).map_err(|e| StoreError::Corrupt {
-                    path: self.path.clone(),
-                    key: k.value().to_string(),
-                    message: e.to_string(),
-                })?,
-            );
-        }
-        Ok(out)
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_read().map_err(|e| err(e.into()))?;
+            let t = match txn.open_table(TASKS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(err(e.into())),
+            };
+            let mut out = Vec::new();
+            for entry in t.iter().map_err(|e| err(e.into()))? {
+                let (k, v) = entry.map_err(|e| err(e.into()))?;
+                out.push(
+                    serde_json::from_slice(v.value())
+                        .map_err(|e| corrupt(&self.path, k.value(), e))?,
+                );
+            }
+            Ok(out)
+        })
     }
 
     pub fn delete_task(&self, id: &str) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        {
-            let mut t = txn.open_table(TASKS).map_err(|e| self.err(e))?;
-            t.remove(id).map_err(|e| self.err(e))?;
-        }
-        txn.commit().map_err(|e| self.err(e))
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_write().map_err(|e| err(e.into()))?;
+            {
+                let mut t = txn.open_table(TASKS).map_err(|e| err(e.into()))?;
+                t.remove(id).map_err(|e| err(e.into()))?;
+            }
+            txn.commit().map_err(|e| err(e.into()))
+        })
     }
 
     /// Images berth pulled, by reference.
     pub fn images(&self) -> Result<BTreeMap<String, ImageRecord>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
-        let t = match txn.open_table(IMAGES) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
-            Err(e) => return Err(self.err(e)),
-        };
-        let mut out = BTreeMap::new();
-        for entry in t.iter().map_err(|e| self.err(e))? {
-            let (k, v) = entry.map_err(|e| self.err(e))?;
-            if let Ok(rec) = serde_json::from_slice(v.value()) {
-                out.insert(k.value().to_string(), rec);
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_read().map_err(|e| err(e.into()))?;
+            let t = match txn.open_table(IMAGES) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
+                Err(e) => return Err(err(e.into())),
+            };
+            let mut out = BTreeMap::new();
+            for entry in t.iter().map_err(|e| err(e.into()))? {
+                let (k, v) = entry.map_err(|e| err(e.into()))?;
+                if let Ok(rec) = serde_json::from_slice(v.value()) {
+                    out.insert(k.value().to_string(), rec);
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     pub fn record_image(&self, image: &str, at: Millis) -> Result<(), StoreError> {
         let rec = ImageRecord { pulled_at: at };
-        let bytes = serde_json::to_vec(&rec).map_err(|e| self.err(e))?;
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        {
-            let mut t = txn.open_table(IMAGES).map_err(|e| self.err(e))?;
-            t.insert(image, bytes.as_slice()).map_err(|e| self.err(e))?;
-        }
-        txn.commit().map_err(|e| self.err(e))
+        let bytes = serde_json::to_vec(&rec).map_err(|e| db_err(&self.path, e))?;
+        self.put(IMAGES, image, &bytes)
     }
 }
 

@@ -3,7 +3,10 @@
 //!
 //! - [`db::Store`]: the agent's embedded database (`DATA_DIR/berth.redb`): tasks and the images
 //!   berth pulled. The actors' task-state saves are group-committed by one writer thread
-//!   (`writer`): every save queued while a commit runs goes into the next transaction.
+//!   (`writer`): every save queued while a commit runs goes into the next transaction. After
+//!   an I/O error (a full disk, an immutable file) redb refuses every transaction until the
+//!   database is reopened; `handle` notes the error, reopens and verifies the database at the next
+//!   operation, and [`Store::degraded`] says why while it cannot be written.
 //! - [`PulledImages`]: the record of pulled images for `berth run` without an agent, a small JSON
 //!   file (`pulled-images.json`) with a version field, replaced on every change through
 //!   [`berth_fs::write_atomic`] (temporary file in the same directory, fsync, rename, fsync of the
@@ -14,6 +17,7 @@
 //! berth-fs's; this crate decides what is written and when.
 
 pub mod db;
+mod handle;
 mod writer;
 
 pub use db::{Cleanup, Store, TaskRecord};

@@ -13,9 +13,10 @@
 //! Hand-written: redb has no group commit of its own and no async API; the loop is a few lines
 //! over a std channel and tokio's oneshot.
 
-use crate::TaskRecord;
+use crate::handle::{Handle, db_err};
+use crate::{StoreError, TaskRecord};
 use berth_engine::TaskState;
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +34,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub(crate) fn start(
-        db: Arc<Database>,
+        db: Arc<Handle>,
         tasks: TableDefinition<'static, &'static str, &'static [u8]>,
     ) -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::channel::<(TaskState, Reply)>();
@@ -45,7 +46,7 @@ impl Writer {
                 while let Ok(first) = rx.recv() {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
-                    let outcome = commit(&db, tasks, &batch).map_err(|e| e.to_string());
+                    let outcome = commit(&db, tasks, &batch).map_err(|e| message(&e));
                     counted.fetch_add(1, Ordering::Relaxed);
                     for (_, reply) in batch {
                         let _ = reply.send(outcome.clone());
@@ -94,35 +95,46 @@ impl Drop for Writer {
 }
 
 /// One transaction for the whole batch: the last state of each task, with its stored cleanup.
+/// After an I/O error the handle reopens the database before the next batch.
 fn commit(
-    db: &Database,
+    h: &Handle,
     tasks: TableDefinition<'static, &'static str, &'static [u8]>,
     batch: &[(TaskState, Reply)],
-) -> Result<(), redb::Error> {
+) -> Result<(), StoreError> {
     let mut last: BTreeMap<&str, &TaskState> = BTreeMap::new();
     for (state, _) in batch {
         last.insert(state.id.as_str(), state);
     }
-    let txn = db.begin_write()?;
-    {
-        let mut t = txn.open_table(tasks)?;
-        for (id, state) in last {
-            let cleanup = t
-                .get(id)?
-                .and_then(|v| serde_json::from_slice::<TaskRecord>(v.value()).ok())
-                .map(|r| r.cleanup)
-                .unwrap_or_default();
-            let rec = TaskRecord {
-                state: state.clone(),
-                cleanup,
-            };
-            // A task state always serialises (plain data, string keys); an error here would be a
-            // bug, reported to every caller of the batch rather than panicking the writer.
-            let bytes =
-                serde_json::to_vec(&rec).map_err(|e| redb::Error::Io(std::io::Error::other(e)))?;
-            t.insert(id, bytes.as_slice())?;
+    let err = |e: redb::Error| h.err(e);
+    h.with(|db| {
+        let txn = db.begin_write().map_err(|e| err(e.into()))?;
+        {
+            let mut t = txn.open_table(tasks).map_err(|e| err(e.into()))?;
+            for (id, state) in last {
+                let cleanup = t
+                    .get(id)
+                    .map_err(|e| err(e.into()))?
+                    .and_then(|v| serde_json::from_slice::<TaskRecord>(v.value()).ok())
+                    .map(|r| r.cleanup)
+                    .unwrap_or_default();
+                let rec = TaskRecord {
+                    state: state.clone(),
+                    cleanup,
+                };
+                // A task state always serialises (plain data, string keys); an error here would
+                // be a bug, reported to every caller of the batch rather than panicking the writer.
+                let bytes = serde_json::to_vec(&rec).map_err(|e| db_err(h.path(), e))?;
+                t.insert(id, bytes.as_slice()).map_err(|e| err(e.into()))?;
+            }
         }
+        txn.commit().map_err(|e| err(e.into()))
+    })
+}
+
+/// The message of a failed batch: the store error without its path (the caller adds it).
+fn message(e: &StoreError) -> String {
+    match e {
+        StoreError::Database { message, .. } => message.clone(),
+        other => other.to_string(),
     }
-    txn.commit()?;
-    Ok(())
 }

@@ -274,8 +274,16 @@ impl Agent {
         loop {
             let report = berth_engine::cleanup_task(&*self.rt, &state, &self.data_dir).await;
             if report.is_complete() {
-                if let Err(e) = self.store.delete_task(&id) {
-                    tracing::error!(task = %id, error = %e, "cannot forget the task");
+                // Forgotten only once the store says so: a task the store still lists stays in
+                // the table (ps, inspect) and its deletion is retried; a restarted agent finds it
+                // STOPPED and cleans it up again (idempotent), never runs it.
+                while let Err(e) = self.store.delete_task(&id) {
+                    let delay = backoff.next_delay();
+                    tracing::error!(task = %id, error = %e, retry_in = ?delay, "cannot forget the task");
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.shutdown.cancelled() => return,
+                    }
                 }
                 self.tasks().remove(&id);
                 self.directory.unregister(&id);
@@ -301,9 +309,44 @@ impl Agent {
         }
     }
 
+    /// Why the agent cannot work safely now: its state store cannot be written (an I/O error
+    /// not yet repaired by a reopen), or some task's last save failed (that task is held, no
+    /// Docker call, until a save succeeds). None when every save succeeds.
+    fn degraded(&self) -> Option<berth_api::control::Degraded> {
+        let held = self.engine_metrics.degraded();
+        let why = self
+            .store
+            .check()
+            .or_else(|| held.first().map(|(_, e)| e.clone()))?;
+        Some(berth_api::control::Degraded {
+            reason: store_unwritable(&self.store.path().display().to_string(), &why),
+            held_tasks: held.into_iter().map(|(id, _)| id).collect(),
+        })
+    }
+
+    /// Every tracked task as its actor last published it, in id order.
+    fn snapshots(&self) -> Vec<TaskState> {
+        let mut all: Vec<TaskState> = self
+            .tasks()
+            .values()
+            .map(|e| e.snapshot.borrow().clone())
+            .collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+
     fn snapshot(&self, id: &str) -> Option<TaskState> {
         self.tasks().get(id).map(|e| e.snapshot.borrow().clone())
     }
+}
+
+/// The reason a degraded agent gives: what fails and what to do.
+fn store_unwritable(path: &str, error: &str) -> String {
+    format!(
+        "the state store {path} cannot be written ({error}); running tasks are held (no Docker call) and \
+         submits refused until a save succeeds: free space in the data directory or make berth.redb \
+         writable, berth retries by itself"
+    )
 }
 
 /// Start the metadata endpoint with `/metrics` beside it on the main listener only (not on the

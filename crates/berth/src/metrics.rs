@@ -15,6 +15,7 @@
 //! | `berth_docker_request_duration_seconds{operation}` | histogram | one Docker call, by runtime method |
 //! | `berth_docker_errors_total` | counter | Docker calls that failed (the engine counts them) |
 //! | `berth_event_stream_reconnects_total` | counter | Docker event streams re-subscribed |
+//! | `berth_state_save_failures_total` | counter | task-state saves that failed (each retry counts; the task is held meanwhile) |
 //!
 //! Invariants: the registry is built once ([`Metrics::new`]) and only read afterwards; every
 //! update is an atomic operation, so reporting never blocks a task. One [`TaskObserver`] per task
@@ -110,6 +111,11 @@ impl Collector for EngineCollector {
                 "event_stream_reconnects",
                 "Docker event streams re-subscribed after breaking.",
                 self.0.event_stream_reconnects.load(Relaxed),
+            ),
+            (
+                "state_save_failures",
+                "Task-state saves that failed (the task is held until a save succeeds).",
+                self.0.save_failures.load(Relaxed),
             ),
         ];
         for (name, help, value) in counters {
@@ -461,6 +467,7 @@ mod tests {
             "berth_task_start_duration_seconds_count 1",
             "berth_docker_errors_total 2",
             "berth_event_stream_reconnects_total 0",
+            "berth_state_save_failures_total 0",
         ] {
             assert!(text.contains(line), "no {line} in:\n{text}");
         }

@@ -38,6 +38,10 @@ pub enum ControlError {
     /// The agent's state store failed.
     #[error("state store: {message}")]
     Store { message: String },
+    /// The agent cannot work safely now (its state store cannot be written): nothing was done;
+    /// try again once the reason is gone.
+    #[error("the agent is degraded: {reason}")]
+    Degraded { reason: String },
     /// The task's actor is gone although the task has not stopped (a bug, or the agent is exiting).
     #[error("task {task} no longer takes commands (the agent may be stopping)")]
     ActorGone { task: String },
@@ -76,6 +80,7 @@ impl ControlError {
             ControlError::Store { .. } | ControlError::ActorGone { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
+            ControlError::Degraded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ControlError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ControlError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ControlError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,

@@ -201,12 +201,22 @@ pub async fn events<C: ControlPlane>(State(plane): State<Arc<C>>) -> Response {
         .into_response()
 }
 
-/// `GET /v1/health`.
-pub async fn health<C: ControlPlane>(State(plane): State<Arc<C>>) -> Json<Health> {
-    Json(Health {
-        status: HealthStatus::Ok,
-        tasks: plane.task_count(),
-    })
+/// `GET /v1/health`: 200 `ok`, or 503 `degraded` with the reason and the held tasks.
+pub async fn health<C: ControlPlane>(State(plane): State<Arc<C>>) -> Response {
+    let tasks = plane.task_count();
+    match plane.degraded() {
+        None => Json(Health::ok(tasks)).into_response(),
+        Some(d) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Health {
+                status: HealthStatus::Degraded,
+                tasks,
+                reason: Some(d.reason),
+                held_tasks: d.held_tasks,
+            }),
+        )
+            .into_response(),
+    }
 }
 
 /// Any path no route has: 404, JSON.

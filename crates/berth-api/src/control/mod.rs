@@ -20,8 +20,8 @@ pub mod types;
 pub use error::ControlError;
 pub use router::{BindError, OwnSocket, bind, router, serve, serve_with_limits};
 pub use types::{
-    Accepted, CleanupView, ContainerView, ErrorBody, EventHead, Health, HealthStatus, ListQuery,
-    SubmitResponse, TaskView,
+    Accepted, CleanupView, ContainerView, Degraded, ErrorBody, EventHead, Health, HealthStatus,
+    ListQuery, SubmitResponse, TaskView,
 };
 
 use berth_engine::Status;
@@ -96,4 +96,8 @@ pub trait ControlPlane: Send + Sync + 'static {
 
     /// How many tasks the agent tracks.
     fn task_count(&self) -> usize;
+
+    /// Why the agent cannot work safely now (its state store cannot be written), or `None`.
+    /// `GET /v1/health` reports it (503).
+    fn degraded(&self) -> Option<Degraded>;
 }

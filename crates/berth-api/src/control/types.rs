@@ -172,19 +172,49 @@ impl ListQuery {
     }
 }
 
-/// `GET /v1/health` → 200.
+/// `GET /v1/health` → 200 when `ok`, 503 when `degraded`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Health {
-    /// Always `ok` (an agent that answers is up).
+    /// `ok`, or `degraded` while the agent cannot do its work safely (its state store cannot be
+    /// written: tasks are held, submits refused).
     pub status: HealthStatus,
     /// Tasks the agent tracks.
     pub tasks: usize,
+    /// Why the agent is degraded (absent when `ok`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The tasks held (no Docker call) until their state can be saved, in id order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_tasks: Vec<String>,
+}
+
+impl Health {
+    /// A healthy agent tracking `tasks` tasks.
+    pub fn ok(tasks: usize) -> Health {
+        Health {
+            status: HealthStatus::Ok,
+            tasks,
+            reason: None,
+            held_tasks: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HealthStatus {
     Ok,
+    Degraded,
+}
+
+/// Why the agent cannot work safely now (see [`Health`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Degraded {
+    /// What fails and what to do, e.g. `the state store cannot be written: … (free space in …)`.
+    pub reason: String,
+    /// Tasks held until their state can be saved.
+    pub held_tasks: Vec<String>,
 }
 
 /// The fields of an event line (`GET /v1/events`) the client reads; the rest is ignored.
@@ -355,13 +385,7 @@ mod tests {
             json!({"task": "ab", "warnings": ["containerDefinitions[0].memory: low"]}),
         );
         round_trip(&Accepted { task: "ab".into() }, json!({"task": "ab"}));
-        round_trip(
-            &Health {
-                status: HealthStatus::Ok,
-                tasks: 2,
-            },
-            json!({"status": "ok", "tasks": 2}),
-        );
+        round_trip(&Health::ok(2), json!({"status": "ok", "tasks": 2}));
         round_trip(
             &ErrorBody {
                 error: "no task x".into(),

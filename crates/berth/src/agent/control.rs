@@ -8,7 +8,9 @@
 //! answered (a stop that finds the actor gone reports the task as already stopped).
 
 use super::Agent;
-use berth_api::control::{CleanupView, ControlError, ControlPlane, Phase, Submitted, TaskView};
+use berth_api::control::{
+    CleanupView, ControlError, ControlPlane, Degraded, Phase, Submitted, TaskView,
+};
 use berth_engine::report::now_ms;
 use berth_engine::{Command, Status, TaskState};
 use berth_model::TaskDefinition;
@@ -38,12 +40,18 @@ impl ControlPlane for Control {
             .map(ToString::to_string)
             .collect();
         let state = TaskState::new(berth_engine::new_task_id(), definition, now_ms());
-        // Stored (with every container's Docker name) before anything is created.
-        agent
-            .store
-            .save_state_grouped(&state)
-            .await
-            .map_err(store_error)?;
+        // Stored (with every container's Docker name) before anything is created. A store that
+        // cannot be written refuses the task with 503 and the reason: nothing was accepted, the
+        // client may submit again once the agent is healthy.
+        if let Err(e) = agent.store.save_state_grouped(&state).await {
+            tracing::warn!(error = %e, "submit refused: the task state cannot be saved");
+            return Err(ControlError::Degraded {
+                reason: agent.degraded().map_or_else(
+                    || format!("the task state cannot be saved: {e}"),
+                    |d| d.reason,
+                ),
+            });
+        }
         let id = state.id.clone();
         agent.metrics.task_submitted();
         agent.spawn(state, super::Start::New);
@@ -52,7 +60,20 @@ impl ControlPlane for Control {
 
     async fn list(&self) -> Result<Vec<TaskView>, ControlError> {
         let agent = &self.0;
-        let records = agent.store.tasks().map_err(store_error)?;
+        let records = match agent.store.tasks() {
+            Ok(r) => r,
+            // A store that cannot be read after an I/O error: the tasks the agent tracks, as
+            // their actors last published them (without their cleanup records).
+            Err(e) if agent.degraded().is_some() => {
+                tracing::warn!(error = %e, "listing tasks from memory: the state store cannot be read");
+                return Ok(agent
+                    .snapshots()
+                    .iter()
+                    .map(|s| TaskView::new(s, None))
+                    .collect());
+            }
+            Err(e) => return Err(store_error(e)),
+        };
         Ok(records
             .iter()
             .map(|r| {
@@ -67,7 +88,15 @@ impl ControlPlane for Control {
 
     async fn get(&self, id: &str) -> Result<Option<TaskView>, ControlError> {
         let agent = &self.0;
-        let Some(rec) = agent.store.get_task(id).map_err(store_error)? else {
+        let rec = match agent.store.get_task(id) {
+            Ok(r) => r,
+            Err(e) if agent.degraded().is_some() => {
+                tracing::warn!(task = %id, error = %e, "showing the task from memory: the state store cannot be read");
+                return Ok(agent.snapshot(id).map(|s| TaskView::new(&s, None)));
+            }
+            Err(e) => return Err(store_error(e)),
+        };
+        let Some(rec) = rec else {
             return Ok(None);
         };
         let state = agent.snapshot(id).unwrap_or(rec.state);
@@ -129,5 +158,9 @@ impl ControlPlane for Control {
 
     fn task_count(&self) -> usize {
         self.0.tasks().len()
+    }
+
+    fn degraded(&self) -> Option<Degraded> {
+        self.0.degraded()
     }
 }

@@ -1,0 +1,439 @@
+//! A real full disk under a running agent: its data directory is a small tmpfs, filled to ENOSPC
+//! at moments of a task's life. Nothing Docker does may get ahead of what the store knows: while
+//! saves fail the task is held (no container created, none stopped), `/v1/health` answers 503
+//! degraded with the reason, a submit answers 503; once space is freed the agent goes on by itself
+//! (no restart); and after a kill -9 and a restart no container is ever created twice — counted
+//! from Docker's own `create` events.
+//!
+//! Each test runs as root in a private mount namespace (`berth_testkit::ns_test!`); the agent runs
+//! as its child there. `chattr +i` is not tried: tmpfs has no immutable flag (FS_IOC_SETFLAGS
+//! fails with ENOTTY there); the store's reopen treats the EPERM it would give like any I/O error.
+
+use berth_testkit::{FamilyGuard, family_containers, ns_test, test_image, unique_name};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
+struct Agent {
+    scratch: berth_testkit::mount::Scratch,
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Agent {
+    /// An agent whose data directory is a fresh 8 MiB tmpfs; its socket and log live beside it.
+    fn start() -> Agent {
+        let scratch = berth_testkit::mount::Scratch::with_prefix("berth-persist-test.");
+        let data = scratch.join("data");
+        std::fs::create_dir(&data).expect("data dir");
+        berth_testkit::mount::tmpfs("berth-test-persist", &data, c"size=8m");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut a = Agent {
+            scratch,
+            child: None,
+            port,
+        };
+        a.restart();
+        a
+    }
+
+    fn data(&self) -> PathBuf {
+        self.scratch.join("data")
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.scratch.join("api.sock")
+    }
+
+    fn restart(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.scratch.join("agent.log"))
+            .expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["agent", "--cleanup-wait", "1s", "--data-dir"])
+            .arg(self.data())
+            .arg("--api-socket")
+            .arg(self.socket())
+            .args(["--metadata-addr", &format!("127.0.0.1:{}", self.port)])
+            .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
+            .env("BERTH_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("agent starts");
+        self.child = Some(child);
+        let t = Instant::now();
+        while self.cli(&["ps"]).0 != 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "agent did not answer: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.scratch.join("agent.log")).unwrap_or_default()
+    }
+
+    fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(args)
+            .arg("--agent")
+            .arg(self.socket())
+            .output()
+            .expect("berth runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Submit; (exit code, stdout, stderr).
+    fn try_submit(&self, def: &Value) -> (i32, String, String) {
+        let file = self.scratch.join(format!("{}.json", unique_name("t-")));
+        std::fs::write(&file, def.to_string()).expect("write");
+        self.cli(&["submit", file.to_str().expect("utf-8")])
+    }
+
+    fn submit(&self, def: &Value) -> String {
+        let (code, out, err) = self.try_submit(def);
+        assert_eq!(code, 0, "{err}\n{}", self.log());
+        out.trim().to_string()
+    }
+
+    fn task(&self, id: &str) -> Value {
+        let (code, out, err) = self.cli(&["inspect", "--output", "json", id]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).expect("JSON")
+    }
+
+    fn wait_for(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let t = Instant::now();
+        loop {
+            let v = self.task(id);
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "task {id} never {what}: {v}\nlog: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `GET /v1/health`: (HTTP status, body).
+    fn health(&self) -> (u16, Value) {
+        let mut s = std::os::unix::net::UnixStream::connect(self.socket()).expect("connect");
+        s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nConnection: close\r\n\r\n")
+            .expect("request");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("answer");
+        let status = out
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .expect("status line");
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
+        // The body may be chunked; take the JSON object in it.
+        let start = body.find('{').expect("JSON body");
+        let end = body.rfind('}').expect("JSON body");
+        (
+            status,
+            serde_json::from_str(&body[start..=end]).expect("JSON"),
+        )
+    }
+
+    fn wait_health(&self, status: u16) -> Value {
+        let t = Instant::now();
+        loop {
+            let (s, body) = self.health();
+            if s == status {
+                return body;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "health never {status}: {body}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Fill the data directory's tmpfs to ENOSPC.
+    fn fill(&self) {
+        let mut f = std::fs::File::create(self.scratch.join("data/filler")).expect("filler");
+        let chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Err(e) = f.write_all(&chunk) {
+                assert_eq!(e.raw_os_error(), Some(28), "expected ENOSPC: {e}");
+                break;
+            }
+        }
+    }
+
+    /// Make the full disk bite: a small commit can reuse pages the store's file already has, so
+    /// submit large tasks (another family, ~600 KiB each) until one is refused with 503. From
+    /// then on the store is degraded until space is freed (a reopen must write 1 MiB first).
+    fn force_a_failed_write(&self, family: &str) {
+        let big = "x".repeat(600 * 1024);
+        let def = json!({"family": family, "containerDefinitions": [
+            {"name": "big", "image": test_image(), "command": ["true", big],
+             "dockerLabels": {"berth.test": "1"}}]});
+        for _ in 0..20 {
+            let (code, _, err) = self.try_submit(&def);
+            if code != 0 {
+                assert!(
+                    err.contains("degraded") && err.contains("No space left"),
+                    "{err}"
+                );
+                return;
+            }
+        }
+        panic!("20 large submits fit on the full disk: {}", self.log());
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.scratch.join("data/filler")).expect("free space");
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn container(name: &str, script: &str) -> Value {
+    json!({"name": name, "image": test_image(), "command": ["sh", "-c", script],
+           "stopTimeout": 2, "dockerLabels": {"berth.test": "1"}})
+}
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+/// The names of the containers Docker created for `family` since `since` (Unix seconds), one
+/// entry per `create` event.
+fn creates(family: &str, since: u64) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["events", "--since", &since.to_string(), "--until"])
+        .arg((now_s() + 1).to_string())
+        .args(["--filter", "type=container", "--filter", "event=create"])
+        .arg("--filter")
+        .arg(format!("label=berth.family={family}"))
+        .args(["--format", "{{.Actor.Attributes.name}}"])
+        .output()
+        .expect("docker events");
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+fn is_running(id: &str) -> bool {
+    Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Running}}", id])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "true")
+}
+
+fn known(v: &Value, i: usize) -> String {
+    v["containers"][i]["known"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Every container was created exactly once.
+fn assert_created_once(family: &str, since: u64, containers: usize, log: &str) {
+    let names = creates(family, since);
+    let mut unique = names.clone();
+    unique.dedup();
+    assert_eq!(
+        names.len(),
+        unique.len(),
+        "a container was created twice: {names:?}\n{log}"
+    );
+    assert_eq!(names.len(), containers, "{names:?}\n{log}");
+}
+
+fn assert_degraded(agent: &Agent, id: &str) {
+    let t = Instant::now();
+    let body = loop {
+        let body = agent.wait_health(503);
+        if body["heldTasks"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t == id))
+        {
+            break body;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "task {id} never held: {body}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(body["status"], "degraded", "{body}");
+    let reason = body["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("No space left on device") && reason.contains("berth.redb"),
+        "{body}"
+    );
+    assert!(
+        body["heldTasks"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t == id)),
+        "{body}"
+    );
+}
+
+ns_test! {
+    /// The disk fills while `init` runs: its exit cannot be saved, so `app` (SUCCESS on init) is
+    /// not created; health is degraded and a submit answers 503. Space freed: `app` is created
+    /// once and runs, without a restart. After the task is stopped and cleaned up, a kill -9 and
+    /// restart creates nothing again.
+    fn full_before_start_holds_the_create_and_recovers_without_restart() {
+        let mut agent = Agent::start();
+        let family = unique_name("persist-start-");
+        let _g = FamilyGuard(family.clone());
+        let big = unique_name("persist-big-");
+        let _b = FamilyGuard(big.clone());
+        let since = now_s();
+        let mut init = container("init", "sleep 6; exit 0");
+        init["essential"] = json!(false);
+        let mut app = container("app", SERVE);
+        app["dependsOn"] = json!([{"containerName": "init", "condition": "SUCCESS"}]);
+        let id = agent.submit(&json!({"family": family, "containerDefinitions": [init, app]}));
+        agent.wait_for(&id, "started init", |v| known(v, 0) == "RUNNING");
+        agent.fill();
+        agent.force_a_failed_write(&big);
+        assert_degraded(&agent, &id);
+        // init has exited in Docker; app was never created.
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(family_containers(&family).len(), 1, "{}", agent.log());
+        let (code, _, err) =
+            agent.try_submit(&json!({"family": family, "containerDefinitions": [container("x", "exit 0")]}));
+        assert_ne!(code, 0);
+        assert!(err.contains("degraded") && err.contains("No space left"), "{err}");
+
+        agent.free();
+        agent.wait_for(&id, "started app", |v| known(v, 1) == "RUNNING");
+        let body = agent.wait_health(200);
+        assert_eq!(body["status"], "ok", "{body}");
+        let (code, _, err) = agent.cli(&["stop", &id]);
+        assert_eq!(code, 0, "{err}");
+        agent.wait_for(&id, "stopped", |v| v["known"] == "STOPPED");
+        // Cleaned up after the 1 s wait; then a crash and a restart must create nothing.
+        let t = Instant::now();
+        while !family_containers(&family).is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(30), "not cleaned up: {}", agent.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        agent.kill9();
+        agent.restart();
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(family_containers(&family).is_empty(), "{}", agent.log());
+        assert_created_once(&family, since, 2, &agent.log());
+    }
+}
+
+ns_test! {
+    /// The disk fills while the task runs and `berth stop` is asked: the stop is held (both
+    /// containers keep running in Docker, the task is degraded) until space is freed, then it
+    /// stops with the API's reason, without a restart.
+    fn full_at_stop_holds_the_stop_until_space_is_freed() {
+        let agent = Agent::start();
+        let family = unique_name("persist-stop-");
+        let _g = FamilyGuard(family.clone());
+        let big = unique_name("persist-big-");
+        let _b = FamilyGuard(big.clone());
+        let since = now_s();
+        let mut side = container("side", SERVE);
+        side["essential"] = json!(false);
+        let id = agent.submit(&json!({"family": family,
+            "containerDefinitions": [side, container("app", SERVE)]}));
+        let v = agent.wait_for(&id, "ran", |v| v["known"] == "RUNNING");
+        let ids: Vec<String> = (0..2)
+            .map(|i| v["containers"][i]["dockerId"].as_str().expect("docker id").to_string())
+            .collect();
+        agent.fill();
+        agent.force_a_failed_write(&big);
+        let (code, _, err) = agent.cli(&["stop", &id]);
+        assert_eq!(code, 0, "{err}");
+        assert_degraded(&agent, &id);
+        std::thread::sleep(Duration::from_secs(2));
+        for d in &ids {
+            assert!(is_running(d), "{d} was stopped although the stop is not durable: {}", agent.log());
+        }
+
+        agent.free();
+        let v = agent.wait_for(&id, "stopped", |v| v["known"] == "STOPPED");
+        assert_eq!(v["stoppedReason"], "stopped through the API", "{v}");
+        agent.wait_health(200);
+        assert_created_once(&family, since, 2, &agent.log());
+    }
+}
+
+ns_test! {
+    /// The essential container exits by itself while the disk is full (STOPPED cannot be saved),
+    /// the agent is killed (-9) while degraded, space is freed and the agent restarted: it finds
+    /// the exit in Docker and the task ends — nothing is started or created again.
+    fn a_restart_after_an_unsaved_stop_never_runs_the_task_again() {
+        let mut agent = Agent::start();
+        let family = unique_name("persist-restart-");
+        let _g = FamilyGuard(family.clone());
+        let big = unique_name("persist-big-");
+        let _b = FamilyGuard(big.clone());
+        let since = now_s();
+        let mut side = container("side", SERVE);
+        side["essential"] = json!(false);
+        let id = agent.submit(&json!({"family": family,
+            "containerDefinitions": [side, container("app", "sleep 6; exit 0")]}));
+        agent.wait_for(&id, "ran", |v| v["known"] == "RUNNING");
+        agent.fill();
+        agent.force_a_failed_write(&big);
+        assert_degraded(&agent, &id);
+        agent.kill9();
+        agent.free();
+        agent.restart();
+        let v = agent.wait_for(&id, "stopped", |v| v["known"] == "STOPPED");
+        assert_eq!(v["containers"][1]["exitCode"], 0, "{v}");
+        let t = Instant::now();
+        while !family_containers(&family).is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(30), "not cleaned up: {}", agent.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        agent.kill9();
+        agent.restart();
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(family_containers(&family).is_empty(), "{}", agent.log());
+        assert_created_once(&family, since, 2, &agent.log());
+    }
+}
