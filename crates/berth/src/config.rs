@@ -125,8 +125,9 @@ const LOG_KEYS: [(&str, &str); 2] = [
     ("log-driver-fallback", "log-driver-fallback"),
 ];
 
-/// The keys `berth run` takes (the task-running options it shares with the agent; not the
-/// metadata endpoint's, which `berth run` serves only when asked on its command line).
+/// The keys of the task-running options `berth run` and the agent share (for `berth run` all
+/// of its keys: not the metadata endpoint's, which `berth run` serves only when asked on its
+/// command line).
 const RUN: &[(&str, &str)] = &[
     ("data-dir", "data-dir"),
     ("docker-host", "docker-host"),
@@ -152,47 +153,31 @@ const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-
 /// The client commands reach the agent's socket with `--agent`.
 const CLIENT: &[(&str, &str)] = &[("api-socket", "agent")];
 const LOGS: &[(&str, &str)] = &[("api-socket", "agent"), ("docker-host", "docker-host")];
-const AGENT: &[(&str, &str)] = &[
-    ("data-dir", "data-dir"),
+/// The keys only the agent takes; it takes [`RUN`]'s too.
+const AGENT_ONLY: &[(&str, &str)] = &[
     ("api-socket", "api-socket"),
-    ("docker-host", "docker-host"),
     ("cleanup-wait", "cleanup-wait"),
-    ("volume-plugin", "volume-plugin"),
     ("metadata-addr", "metadata-addr"),
     ("metadata-advertise", "metadata-advertise"),
     ("cluster", "cluster"),
     ("metadata-rate-limit", "metadata-rate-limit"),
     ("log-format", "log-format"),
-    ("pull-behavior", "pull-behavior"),
-    ("pull-dependent-upfront", "pull-dependent-upfront"),
-    ("pull-timeout", "pull-timeout"),
-    ("pull-inactivity-timeout", "pull-inactivity-timeout"),
-    ("pull-attempts", "pull-attempts"),
-    ("pause-image", "pause-image"),
-    LOG_KEYS[0],
-    LOG_KEYS[1],
-    ("secrets-dir", "secrets-dir"),
-    ("secrets-from-env", "secrets-from-env"),
-    ("environment-files-dir", "environment-files-dir"),
-    ("engine-auth-type", "engine-auth-type"),
-    ("engine-auth-data", "engine-auth-data"),
-    ("docker-config", "docker-config"),
-    ("credential-helper-timeout", "credential-helper-timeout"),
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
 /// (`volume-plugin`, `completions`) take none: they read the file only when `--config` names it
 /// (then it is still checked), never the default one.
-fn keys_of(subcommand: &str) -> &'static [(&'static str, &'static str)] {
-    match subcommand {
-        "agent" => AGENT,
-        "run" => RUN,
-        "validate" => VALIDATE,
-        "gc" => GC,
-        "submit" | "ps" | "inspect" | "stop" | "rm" | "events" => CLIENT,
-        "logs" => LOGS,
+fn keys_of(subcommand: &str) -> Vec<(&'static str, &'static str)> {
+    let lists: &[&[(&'static str, &'static str)]] = match subcommand {
+        "agent" => &[RUN, AGENT_ONLY],
+        "run" => &[RUN],
+        "validate" => &[VALIDATE],
+        "gc" => &[GC],
+        "submit" | "ps" | "inspect" | "stop" | "rm" | "events" => &[CLIENT],
+        "logs" => &[LOGS],
         _ => &[],
-    }
+    };
+    lists.concat()
 }
 
 /// Where the subcommand's name is in `argv` (the first word after the program that is neither an
@@ -257,7 +242,7 @@ fn layer(
         return Ok(argv);
     }
     let explicit = explicit_config(&argv);
-    let applies = argv[pos].to_str().map(keys_of).unwrap_or(&[]);
+    let applies = argv[pos].to_str().map(keys_of).unwrap_or_default();
     // A subcommand that takes no key (completions, volume-plugin) does not read the default file
     // at all: a broken /etc/berth/berth.toml must not break them.
     if applies.is_empty() && explicit.is_none() {
