@@ -201,11 +201,7 @@ impl RunConfig {
             secrets: Arc::new(secrets::Providers::default()),
             environment_files_dir: None,
             cluster: "default".to_string(),
-            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-                .filter(|h| !h.is_empty())
-                .unwrap_or_else(|| "localhost".to_string()),
+            host: spec::host_name(),
         }
     }
 }

@@ -102,12 +102,12 @@ pub struct TaskIdentity {
 }
 
 impl TaskIdentity {
-    /// berth's task ARN, `arn:berth:<host>:task/<cluster>/<task id>`: the same text the metadata
-    /// endpoint shows (`berth_api::metadata::task_arn`).
+    /// The cluster and berth's task ARN ([`crate::spec::task_arn`], the one the metadata
+    /// endpoint shows).
     pub fn new(host: &str, cluster: &str, task_id: &str) -> Self {
         TaskIdentity {
             cluster: cluster.to_string(),
-            task_arn: format!("arn:berth:{host}:task/{cluster}/{task_id}"),
+            task_arn: crate::spec::task_arn(host, cluster, task_id),
         }
     }
 }

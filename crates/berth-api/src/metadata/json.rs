@@ -39,21 +39,9 @@ impl Default for TaskInfo {
     }
 }
 
-/// This machine's host name (`/proc/sys/kernel/hostname`), `localhost` when unreadable.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
-}
-
-/// berth's task ARN: `arn:berth:<host>:task/<cluster>/<task-id>` — ECS's
-/// `arn:aws:ecs:<region>:<account>:task/<cluster>/<task-id>` with the host in place of region
-/// and account. Stable for the task's life.
-pub fn task_arn(host: &str, cluster: &str, task_id: &str) -> String {
-    format!("arn:berth:{host}:task/{cluster}/{task_id}")
-}
+// The task ARN and the host name in it are the engine's (FireLens's record fields show the same
+// ARN), so there is one format.
+pub use berth_engine::spec::{host_name, task_arn};
 
 /// A number as Go's `encoding/json` writes a float64: no fraction when whole.
 #[derive(Debug, Clone, Copy, PartialEq)]
