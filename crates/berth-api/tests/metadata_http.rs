@@ -20,9 +20,13 @@ use tokio::sync::watch;
 
 fn info() -> TaskInfo {
     TaskInfo {
-        cluster: "prod".into(),
-        host: "node1".into(),
-        availability_zone: None,
+        identity: json::Identity {
+            cluster: "prod".into(),
+            region: "eu-west-1".into(),
+            account: "123456789012".into(),
+            availability_zone: "eu-west-1b".into(),
+            ..json::Identity::default()
+        },
         launch_type: "EC2".into(),
     }
 }
@@ -90,7 +94,7 @@ fn golden_task_json_has_ecs_keys_and_formats() {
     let got: serde_json::Value = serde_json::from_str(&text).expect("json");
     let expected = json!({
         "Cluster": "prod",
-        "TaskARN": format!("arn:berth:node1:task/prod/{task_id}"),
+        "TaskARN": format!("arn:aws:ecs:eu-west-1:123456789012:task/prod/{task_id}"),
         "Family": "web",
         "Revision": "3",
         "DesiredStatus": "RUNNING",
@@ -99,6 +103,7 @@ fn golden_task_json_has_ecs_keys_and_formats() {
         "Limits": {"CPU": 0.5, "Memory": 1024},
         "PullStartedAt": "2026-11-30T01:00:00.500Z",
         "PullStoppedAt": "2026-11-30T01:00:01.500Z",
+        "AvailabilityZone": "eu-west-1b",
         "LaunchType": "EC2",
         "Containers": [
             {
@@ -178,7 +183,7 @@ fn golden_task_json_has_ecs_keys_and_formats() {
     plain.containers[0].known = Status::Created;
     plain.containers[0].docker_id = Some("h0".into());
     let mut i2 = info();
-    i2.availability_zone = Some("rack-1".into());
+    i2.identity.availability_zone = "rack-1".into();
     i2.launch_type = "EXTERNAL".into();
     let v = serde_json::to_value(json::task_response(&plain, &[None], &i2)).expect("json");
     assert!(v.get("Limits").is_none(), "{v}");

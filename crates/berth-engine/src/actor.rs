@@ -110,11 +110,9 @@ pub struct RunConfig {
     /// The directory standing in for S3: `environmentFiles` ARN `arn:aws:s3:::<bucket>/<key>` is
     /// read from `<dir>/<bucket>/<key>`. None: only absolute paths can be read.
     pub environment_files_dir: Option<PathBuf>,
-    /// The cluster name FireLens's `ecs_cluster` record field and task ARN show (the metadata
-    /// endpoint's `--cluster`). Default `default`.
-    pub cluster: String,
-    /// The host part of the task ARN. Default: this machine's host name.
-    pub host: String,
+    /// The cluster, region and account FireLens's `ecs_cluster` and `ecs_task_arn` record fields
+    /// show (the metadata endpoint's). Default: [`crate::Identity::default`].
+    pub identity: crate::Identity,
 }
 
 /// Counters the engine keeps for `/metrics` (shared by every task of an agent), and which tasks
@@ -200,8 +198,7 @@ impl RunConfig {
             ready: None,
             secrets: Arc::new(secrets::Providers::default()),
             environment_files_dir: None,
-            cluster: "default".to_string(),
-            host: spec::host_name(),
+            identity: crate::Identity::default(),
         }
     }
 }
@@ -676,7 +673,7 @@ fn prepare_firelens(state: &mut TaskState, config: &RunConfig) {
         return;
     }
     let paths = crate::firelens::Paths::new(&config.data_dir, &state.id);
-    let identity = crate::firelens::TaskIdentity::new(&config.host, &config.cluster, &state.id);
+    let identity = crate::firelens::TaskIdentity::new(&config.identity, &state.id);
     let result = paths.check().and_then(|()| {
         let text = crate::firelens::generate(&state.definition, &identity).unwrap_or_default();
         let owner = crate::firelens::socket_owner(state.def(i).user.as_deref())?;

@@ -102,12 +102,12 @@ pub struct TaskIdentity {
 }
 
 impl TaskIdentity {
-    /// The cluster and berth's task ARN ([`crate::spec::task_arn`], the one the metadata
+    /// The cluster and the task's ARN ([`crate::Identity::task_arn`], the one the metadata
     /// endpoint shows).
-    pub fn new(host: &str, cluster: &str, task_id: &str) -> Self {
+    pub fn new(identity: &crate::Identity, task_id: &str) -> Self {
         TaskIdentity {
-            cluster: cluster.to_string(),
-            task_arn: crate::spec::task_arn(host, cluster, task_id),
+            cluster: identity.cluster.clone(),
+            task_arn: identity.task_arn(task_id),
         }
     }
 }
@@ -475,7 +475,7 @@ mod tests {
     const TASK: &str = "0123456789abcdef0123456789abcdef";
 
     fn identity() -> TaskIdentity {
-        TaskIdentity::new("host1", "default", TASK)
+        TaskIdentity::new(&crate::Identity::default(), TASK)
     }
 
     fn logging(options: &[(&str, &str)], secrets: &[&str]) -> Option<LogConfiguration> {

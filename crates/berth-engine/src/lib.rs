@@ -1,6 +1,7 @@
 //! berth-engine: runs tasks. A pure decision core ([`decide`]) over plain task state ([`state`]),
 //! the per-task actor that performs its effects ([`actor`]) through the [`runtime::Runtime`] trait,
-//! the one task cleanup ([`cleanup`]), create specs ([`spec`]), the secret provider seam
+//! the one task cleanup ([`cleanup`]), create specs ([`spec`]), the agent's ECS identity and its ARNs
+//! ([`identity`]), the secret provider seam
 //! ([`secrets`]), the reports people and tools read ([`report`]) and berth's offline pause image
 //! ([`pause_image`]).
 //!
@@ -16,6 +17,7 @@ pub mod failpoint;
 pub mod fake;
 pub mod firelens;
 pub mod gpu;
+pub mod identity;
 pub mod pause;
 pub mod pause_image;
 pub mod pull;
@@ -29,6 +31,7 @@ pub use actor::{Command, EngineMetrics, Persist, RunConfig, adopt, run_task};
 pub use auth::{AuthError, RegistryAuth, RegistryAuthResolver, SecretLookup};
 pub use cleanup::{CleanupReport, Refusal, RetryPolicy, cleanup_docker, cleanup_task};
 pub use decide::{Action, Decision, Event, Options, decide};
+pub use identity::Identity;
 pub use pull::{PullBehavior, PullRecord};
 pub use runtime::{
     ContainerDetails, ContainerInfo, NetworkInfo, Runtime, RuntimeError, RuntimeEvent,

@@ -226,22 +226,14 @@ impl VolumePlan {
     }
 }
 
-/// This machine's host name (`/proc/sys/kernel/hostname`), `localhost` when unreadable: the host
-/// part of [`task_arn`].
+/// This machine's host name (`/proc/sys/kernel/hostname`), `localhost` when unreadable (part of
+/// the container instance id, [`crate::identity::container_instance_id`]).
 pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
-}
-
-/// berth's task ARN: `arn:berth:<host>:task/<cluster>/<task-id>` — ECS's
-/// `arn:aws:ecs:<region>:<account>:task/<cluster>/<task-id>` with the host in place of region
-/// and account. Stable for the task's life. The metadata endpoint and FireLens's
-/// `ecs_task_arn` record field both show it.
-pub fn task_arn(host: &str, cluster: &str, task_id: &str) -> String {
-    format!("arn:berth:{host}:task/{cluster}/{task_id}")
 }
 
 /// The task's directory: `<data-dir>/tasks/<task-id>`.

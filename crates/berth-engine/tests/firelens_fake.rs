@@ -44,8 +44,12 @@ async fn router_first_apps_on_the_socket_router_last() {
     let (_ctx, crx) = mpsc::channel::<Command>(1);
     let (stx, _srx) = watch::channel(s.clone());
     let config = RunConfig {
-        cluster: "prod".into(),
-        host: "h1".into(),
+        identity: berth_engine::Identity {
+            cluster: "prod".into(),
+            region: "eu-west-1".into(),
+            account: "123456789012".into(),
+            ..berth_engine::Identity::default()
+        },
         ..RunConfig::new(dir.path().to_path_buf())
     };
     let done = tokio::time::timeout(
@@ -80,7 +84,7 @@ async fn router_first_apps_on_the_socket_router_last() {
     );
     assert!(
         conf.contains(&format!(
-            "    Record ecs_task_arn arn:berth:h1:task/prod/{TASK}\n"
+            "    Record ecs_task_arn arn:aws:ecs:eu-west-1:123456789012:task/prod/{TASK}\n"
         )),
         "{conf}"
     );

@@ -88,14 +88,8 @@ pub struct Args {
     #[arg(long, env = "BERTH_METADATA_ADVERTISE", value_name = "URL")]
     pub metadata_advertise: Option<String>,
 
-    /// The cluster name the task metadata shows (`Cluster`, and in `TaskARN`).
-    #[arg(
-        long,
-        env = "BERTH_CLUSTER",
-        value_name = "NAME",
-        default_value = "default"
-    )]
-    pub cluster: String,
+    #[command(flatten)]
+    pub identity: crate::identity::IdentityArgs,
 
     /// Metadata requests allowed per container: N per second with bursts of BURST (ECS: 40/60);
     /// 0 = no limit.
@@ -157,8 +151,8 @@ struct Agent {
     /// Where secrets come from (`--secrets-dir`, `--secrets-from-env`).
     secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
     environment_files_dir: Option<PathBuf>,
-    /// `--cluster`: FireLens's `ecs_cluster` field and task ARN.
-    cluster: String,
+    /// `--cluster`, `--region`, …: every ARN, FireLens's `ecs_cluster` field, the metadata.
+    identity: berth_engine::Identity,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
@@ -227,7 +221,7 @@ impl Agent {
             ready,
             secrets: self.secrets.clone(),
             environment_files_dir: self.environment_files_dir.clone(),
-            cluster: self.cluster.clone(),
+            identity: self.identity.clone(),
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -360,7 +354,7 @@ async fn start_metadata(
     use berth_api::metadata::{Listen, MetadataConfig, MetadataServer, TaskInfo};
     let config = MetadataConfig {
         task: TaskInfo {
-            cluster: args.cluster.clone(),
+            identity: agent.identity.clone(),
             ..TaskInfo::default()
         },
         rate_limit: args.metadata_rate_limit,
@@ -488,7 +482,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         log_policy,
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
-        cluster: args.cluster.clone(),
+        identity: args.identity.identity(&data_dir)?,
         tasks: Mutex::new(HashMap::new()),
         events,
         engine_metrics,

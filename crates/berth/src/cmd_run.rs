@@ -91,9 +91,8 @@ pub struct MetadataArgs {
     #[arg(long, value_name = "URL", requires = "metadata_addr")]
     pub metadata_advertise: Option<String>,
 
-    /// The cluster name the task metadata shows (`Cluster`, and in `TaskARN`).
-    #[arg(long, value_name = "NAME", default_value = "default")]
-    pub cluster: String,
+    #[command(flatten)]
+    pub identity: crate::identity::IdentityArgs,
 
     /// Requests allowed per metadata id: N per second with bursts of BURST (ECS: 40/60); 0 = no limit.
     #[arg(long, value_name = "N/BURST", default_value = "40/60")]
@@ -108,6 +107,7 @@ impl MetadataArgs {
         rt: Arc<R>,
         state: &TaskState,
         snapshots: watch::Receiver<TaskState>,
+        identity: &berth_engine::Identity,
     ) -> anyhow::Result<Option<berth_api::metadata::MetadataServer>> {
         use berth_api::metadata::{
             Listen, MetadataConfig, MetadataServer, TaskDirectory, TaskInfo,
@@ -119,7 +119,7 @@ impl MetadataArgs {
         directory.register(snapshots);
         let config = MetadataConfig {
             task: TaskInfo {
-                cluster: self.cluster.clone(),
+                identity: identity.clone(),
                 ..TaskInfo::default()
             },
             rate_limit: self.metadata_rate_limit,
@@ -305,6 +305,7 @@ async fn run_async(
         .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
     // Absolute, so the containers' berth.data-dir label names it unambiguously.
     let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
+    let identity = args.metadata.identity.identity(&data_dir)?;
     // Shared: other runs may use this data directory too, but `berth gc` (exclusive) must not
     // remove this task's directory while it runs.
     let _lock = match crate::datadir::DataDirLock::acquire_shared(&data_dir) {
@@ -326,7 +327,10 @@ async fn run_async(
     let (report_tx, mut report_rx) = mpsc::unbounded_channel::<Report>();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(8);
     let (snap_tx, snap_rx) = watch::channel(state.clone());
-    let metadata = args.metadata.serve(rt.clone(), &state, snap_rx).await?;
+    let metadata = args
+        .metadata
+        .serve(rt.clone(), &state, snap_rx, &identity)
+        .await?;
     let config = RunConfig {
         options: Options {
             pull_upfront: args.pull.upfront(),
@@ -339,7 +343,7 @@ async fn run_async(
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
-        cluster: args.metadata.cluster.clone(),
+        identity: identity.clone(),
         ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;

@@ -69,6 +69,14 @@ const KEYS: &[Key] = &[
         Kind::Value,
     ),
     key("cluster", &["BERTH_CLUSTER"], Kind::Value),
+    key("region", &["BERTH_REGION"], Kind::Value),
+    key("account-id", &["BERTH_ACCOUNT_ID"], Kind::Value),
+    key("partition", &[], Kind::Value),
+    key(
+        "availability-zone",
+        &["BERTH_AVAILABILITY_ZONE"],
+        Kind::Value,
+    ),
     key("metadata-rate-limit", &[], Kind::Value),
     key("log-format", &[], Kind::Value),
     key(
@@ -159,7 +167,11 @@ const AGENT_ONLY: &[(&str, &str)] = &[
     ("cleanup-wait", "cleanup-wait"),
     ("metadata-addr", "metadata-addr"),
     ("metadata-advertise", "metadata-advertise"),
-    ("cluster", "cluster"),
+    crate::identity::KEYS[0],
+    crate::identity::KEYS[1],
+    crate::identity::KEYS[2],
+    crate::identity::KEYS[3],
+    crate::identity::KEYS[4],
     ("metadata-rate-limit", "metadata-rate-limit"),
     ("log-format", "log-format"),
 ];
@@ -373,7 +385,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     if let Some(a) = &args.metadata_advertise {
         t.insert("metadata-advertise".into(), a.clone().into());
     }
-    t.insert("cluster".into(), args.cluster.clone().into());
+    args.identity.put(&mut t);
     t.insert(
         "metadata-rate-limit".into(),
         args.metadata_rate_limit.to_string().into(),

@@ -9,6 +9,7 @@ mod cmd_validate;
 mod cmd_volume_plugin;
 mod config;
 mod datadir;
+mod identity;
 mod input;
 mod log_policy;
 mod metrics;

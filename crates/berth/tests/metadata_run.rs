@@ -95,7 +95,7 @@ fn check_read(mode: &str, summary: &Value, task: &Value, me: &Value) {
     assert!(
         task["TaskARN"]
             .as_str()
-            .is_some_and(|a| a.starts_with("arn:berth:")
+            .is_some_and(|a| a.starts_with("arn:aws:ecs:local-1:000000000000:")
                 && a.ends_with(&format!(":task/testcluster/{task_id}"))),
         "{task}"
     );

@@ -18,12 +18,8 @@ use std::collections::BTreeMap;
 /// Task-level settings of the endpoint (what ECS takes from the agent's configuration).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskInfo {
-    /// `Cluster` (default `default`).
-    pub cluster: String,
-    /// The host part of `TaskARN` (default: this machine's host name).
-    pub host: String,
-    /// `AvailabilityZone`, left out when None.
-    pub availability_zone: Option<String>,
+    /// `Cluster`, `AvailabilityZone` and every ARN (default: [`Identity::default`]).
+    pub identity: Identity,
     /// `LaunchType` (default `EC2`).
     pub launch_type: String,
 }
@@ -31,17 +27,15 @@ pub struct TaskInfo {
 impl Default for TaskInfo {
     fn default() -> Self {
         TaskInfo {
-            cluster: "default".to_string(),
-            host: host_name(),
-            availability_zone: None,
+            identity: Identity::default(),
             launch_type: "EC2".to_string(),
         }
     }
 }
 
-// The task ARN and the host name in it are the engine's (FireLens's record fields show the same
-// ARN), so there is one format.
-pub use berth_engine::spec::{host_name, task_arn};
+// Every ARN is the engine's identity's (FireLens's record fields show the same task ARN), so there
+// is one format.
+pub use berth_engine::Identity;
 
 /// A number as Go's `encoding/json` writes a float64: no fraction when whole.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -406,8 +400,8 @@ pub fn task_response(
         .pause_index()
         .and_then(|p| details.get(p).copied().flatten());
     TaskResponse {
-        cluster: info.cluster.clone(),
-        task_arn: task_arn(&info.host, &info.cluster, &state.id),
+        cluster: info.identity.cluster.clone(),
+        task_arn: info.identity.task_arn(&state.id),
         family: def.family.clone(),
         revision: def.revision.to_string(),
         desired_status: state.desired.as_str(),
@@ -419,7 +413,7 @@ pub fn task_response(
         pull_started_at: state.pull_started_at().map(rfc3339),
         pull_stopped_at: state.pull_stopped_at().map(rfc3339),
         execution_stopped_at: state.execution_stopped_at.map(rfc3339),
-        availability_zone: info.availability_zone.clone(),
+        availability_zone: Some(info.identity.availability_zone.clone()),
         launch_type: info.launch_type.clone(),
         containers: state
             .containers
