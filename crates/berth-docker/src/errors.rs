@@ -66,7 +66,9 @@ pub(crate) fn translate(e: BollardError) -> RuntimeError {
             message,
         } => RuntimeError::Conflict(message),
         BollardError::DockerResponseServerError { message, .. } => RuntimeError::Other(message),
-        BollardError::RequestTimeoutError => RuntimeError::Timeout("docker request".into()),
+        BollardError::RequestTimeoutError => {
+            RuntimeError::Timeout("docker request timed out".into())
+        }
         e @ (BollardError::IOError { .. }
         | BollardError::HyperResponseError { .. }
         | BollardError::HyperLegacyError { .. }

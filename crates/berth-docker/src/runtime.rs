@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::body::{create_body, volume_create_body};
-use crate::connection::{Timeouts, engine_address, timed, unreachable};
+use crate::connection::{Timeouts, call_on, engine_address, overran, timed, unreachable};
 use crate::errors::translate;
 use crate::events::task_events;
 use crate::inspect::{ManagedContainer, details_of, info_of, managed_of, network_info_of};
@@ -74,16 +74,40 @@ impl DockerRuntime {
         self
     }
 
-    /// [`timed`], naming the Engine when it could not be reached.
+    /// [`timed`]: `call` on `object` (a container id, a volume name; empty for none) under
+    /// `limit`, naming the Engine when it could not be reached and judging it when the call
+    /// overran.
     async fn timed<T>(
         &self,
-        what: &str,
+        call: &str,
+        object: &str,
         limit: Duration,
         fut: impl std::future::Future<Output = Result<T, BollardError>>,
     ) -> Result<T, RuntimeError> {
-        timed(what, limit, fut)
-            .await
-            .map_err(|e| name_engine(&self.engine, e))
+        let call = call_on(call, object);
+        timed(
+            &self.docker,
+            &self.engine,
+            &self.timeouts,
+            &call,
+            limit,
+            fut,
+        )
+        .await
+        .map_err(|e| name_engine(&self.engine, e))
+    }
+
+    /// The error of `call` on `object` that overran `limit` (for calls not made through
+    /// [`Self::timed`]: streams).
+    async fn overran(&self, call: &str, object: &str, limit: Duration) -> RuntimeError {
+        overran(
+            &self.docker,
+            &self.engine,
+            self.timeouts.ping,
+            &call_on(call, object),
+            limit,
+        )
+        .await
     }
 
     /// [`translate`], naming the Engine when it could not be reached.
@@ -94,6 +118,11 @@ impl DockerRuntime {
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
         self.timeouts = timeouts;
         self
+    }
+
+    /// The limits the calls run under.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
     }
 
     pub fn with_pull_retry(mut self, retry: PullRetry) -> Self {
@@ -116,7 +145,8 @@ impl DockerRuntime {
         let list = self
             .timed(
                 "container list",
-                self.timeouts.inspect,
+                "",
+                self.timeouts.call,
                 self.docker.list_containers(Some(opts)),
             )
             .await?;
@@ -128,13 +158,14 @@ impl DockerRuntime {
     /// `:latest` tag, as a task definition names them).
     pub async fn log_drivers(&self) -> Result<Vec<String>, RuntimeError> {
         let info = self
-            .timed("info", self.timeouts.inspect, self.docker.info())
+            .timed("info", "", self.timeouts.call, self.docker.info())
             .await?;
         let mut drivers: Vec<String> = info.plugins.and_then(|p| p.log).unwrap_or_default();
         let plugins = self
             .timed(
                 "plugin list",
-                self.timeouts.inspect,
+                "",
+                self.timeouts.call,
                 self.docker.list_plugins(None),
             )
             .await?;
@@ -188,7 +219,8 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "image inspect",
-                self.timeouts.inspect,
+                image,
+                self.timeouts.call,
                 self.docker.inspect_image(image),
             )
             .await
@@ -261,10 +293,9 @@ impl Runtime for DockerRuntime {
         };
         match tokio::time::timeout(self.timeouts.create, read).await {
             Ok(r) => r,
-            Err(_) => Err(RuntimeError::Timeout(format!(
-                "image import of {image} did not finish within {}s",
-                self.timeouts.create.as_secs()
-            ))),
+            Err(_) => Err(self
+                .overran("image import", image, self.timeouts.create)
+                .await),
         }
     }
 
@@ -276,6 +307,7 @@ impl Runtime for DockerRuntime {
         let resp = self
             .timed(
                 "container create",
+                &spec.name,
                 self.timeouts.create,
                 self.docker.create_container(Some(opts), body),
             )
@@ -286,6 +318,7 @@ impl Runtime for DockerRuntime {
     async fn start(&self, id: &str) -> Result<(), RuntimeError> {
         self.timed(
             "container start",
+            id,
             self.timeouts.start,
             self.docker.start_container(id, None),
         )
@@ -339,7 +372,8 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "container kill",
-                self.timeouts.inspect,
+                id,
+                self.timeouts.call,
                 self.docker.kill_container(id, Some(opts)),
             )
             .await
@@ -353,7 +387,8 @@ impl Runtime for DockerRuntime {
         let r = self
             .timed(
                 "container inspect",
-                self.timeouts.inspect,
+                id,
+                self.timeouts.call,
                 self.docker.inspect_container(id, None),
             )
             .await?;
@@ -368,6 +403,7 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "container remove",
+                id,
                 self.timeouts.remove,
                 self.docker.remove_container(id, Some(opts)),
             )
@@ -387,7 +423,8 @@ impl Runtime for DockerRuntime {
         let req = volume_create_body(spec);
         self.timed(
             "volume create",
-            self.timeouts.create,
+            &spec.name,
+            self.timeouts.volume,
             self.docker.create_volume(req),
         )
         .await?;
@@ -398,7 +435,8 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "volume inspect",
-                self.timeouts.inspect,
+                name,
+                self.timeouts.volume,
                 self.docker.inspect_volume(name),
             )
             .await
@@ -414,7 +452,8 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "volume remove",
-                self.timeouts.remove,
+                name,
+                self.timeouts.volume,
                 self.docker.remove_volume(name, Some(opts)),
             )
             .await
@@ -435,7 +474,8 @@ impl Runtime for DockerRuntime {
         let r = self
             .timed(
                 "container inspect",
-                self.timeouts.inspect,
+                id,
+                self.timeouts.call,
                 self.docker.inspect_container(id, None),
             )
             .await?;
@@ -449,7 +489,7 @@ impl Runtime for DockerRuntime {
             .one_shot(true)
             .build();
         let mut stream = self.docker.stats(id, Some(opts));
-        let sample = match tokio::time::timeout(self.timeouts.inspect, stream.next()).await {
+        let sample = match tokio::time::timeout(self.timeouts.call, stream.next()).await {
             Ok(Some(r)) => r.map_err(translate)?,
             Ok(None) => {
                 return Err(RuntimeError::Other(format!(
@@ -457,10 +497,9 @@ impl Runtime for DockerRuntime {
                 )));
             }
             Err(_) => {
-                return Err(RuntimeError::Timeout(format!(
-                    "stats of {id} did not answer within {}s",
-                    self.timeouts.inspect.as_secs()
-                )));
+                return Err(self
+                    .overran("container stats", id, self.timeouts.call)
+                    .await);
             }
         };
         serde_json::to_value(sample).map_err(|e| RuntimeError::Other(format!("stats of {id}: {e}")))
@@ -470,7 +509,8 @@ impl Runtime for DockerRuntime {
         let n = self
             .timed(
                 "network inspect",
-                self.timeouts.inspect,
+                name,
+                self.timeouts.call,
                 self.docker.inspect_network(name, None),
             )
             .await?;
@@ -552,6 +592,44 @@ mod engine_address_tests {
             .await
             .expect_err("no engine");
         assert!(e.to_string().contains(&address), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_call_to_an_engine_that_accepts_and_never_answers_says_it_does_not_answer() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("silent.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let address = format!("unix://{}", path.display());
+        let docker = Docker::connect_with_host(&address).expect("client");
+        let limit = Duration::from_millis(200);
+        let rt = DockerRuntime::new(docker)
+            .with_engine(address.clone())
+            .with_timeouts(Timeouts {
+                call: limit,
+                volume: limit,
+                ping: limit,
+                ..Timeouts::default()
+            });
+        let e = rt.inspect("c1").await.expect_err("no answer");
+        assert_eq!(
+            e,
+            RuntimeError::Timeout(format!(
+                "docker container inspect c1 did not answer within 200ms (the Engine at {address} \
+                 does not answer: its /_ping got no answer within 200ms; is dockerd running?)"
+            ))
+        );
+        let e = rt.volume_exists("v").await.expect_err("no answer");
+        assert!(
+            e.to_string()
+                .starts_with("docker volume inspect v did not answer within 200ms"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

@@ -27,8 +27,9 @@ pub enum RuntimeError {
         /// False when retrying cannot help (missing repository or tag, authentication).
         retriable: bool,
     },
-    /// The engine did not answer in time.
-    #[error("timed out: {0}")]
+    /// The engine did not answer in time; the message names the call, its limit and whether the
+    /// Engine answers other calls (slow) or none (down).
+    #[error("{0}")]
     Timeout(String),
     /// The engine cannot be reached (the message names the address tried).
     #[error("{0}")]
