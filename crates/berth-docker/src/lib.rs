@@ -3,8 +3,10 @@
 //!
 //! It owns: connecting (with API version negotiation, so an older Engine such as API 1.41 works),
 //! translating bollard's errors into [`RuntimeError`] kinds (404 → not found, 409 → conflict, 304 on
-//! stop → success, transport errors → unavailable), a timeout on every call (ECS's defaults), merging
-//! concurrent pulls of one image into one, retrying retriable pull failures with backoff and jitter,
+//! stop → success, transport errors → unavailable), a timeout on every call (ECS's defaults; the
+//! ordinary and the volume limits are the operator's) whose error says whether the Engine still
+//! answers a ping (slow) or not (down), merging concurrent pulls of one image into one (dropped
+//! when no one waits for it any more), retrying retriable pull failures with backoff and jitter,
 //! and mapping the engine-neutral [`ContainerSpec`] to Docker's create body field by field.
 //!
 //! Modules, by responsibility:
@@ -12,7 +14,8 @@
 //! - `auth`: the registry credential chain ([`AuthChain`]: `repositoryCredentials` through the
 //!   secret provider, ECS's engine auth data, the Docker client's `config.json` and its
 //!   credential helpers) and Docker's registry naming ([`registry_host`]).
-//! - `connection`: [`connect`] (version negotiation, ping) and [`Timeouts`]: every call bounded.
+//! - `connection`: [`connect`] (version negotiation, ping) and [`Timeouts`]: every call bounded,
+//!   an overrun judged by a ping and worded in one place (slow, not down / does not answer).
 //! - `errors`: bollard's errors into [`RuntimeError`] kinds; pull failures retriable or not.
 //! - `pull`: merged concurrent pulls, retries with backoff and jitter, progress,
 //!   [`split_reference`].

@@ -6,7 +6,9 @@
 //!   shared future) and gets its result; a request with another login pulls on its own, so a
 //!   refused login never answers for an accepted one, nor the other way round. Only the first
 //!   request's progress sink is fed. The entry is removed when the pull ends, so a later request
-//!   pulls again.
+//!   pulls again. A request that is dropped (its task stopped) stops waiting; when the last one
+//!   waiting for a pull is dropped, the pull itself is dropped (its request to Docker closed, so
+//!   the Engine stops pulling) and its entry removed.
 //! - The login goes to Docker as `X-Registry-Auth`. A refused login (or none where the registry
 //!   wants one) is permanent: its message is the registry's, followed by which login berth sent
 //!   (user, registry, where berth found it; never the secret) or that it found none.
@@ -28,6 +30,7 @@ use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use futures_util::stream::StreamExt;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -58,10 +61,51 @@ type PullFuture = Shared<BoxFuture<'static, Result<(), RuntimeError>>>;
 /// login, so two logins never share a pull; the key is in memory only, as the login is).
 type PullKey = (String, Option<RegistryAuth>);
 
+/// One pull in flight: its shared future, how many requests wait for it, and its number (so a
+/// later pull of the same key is never removed in its place).
+struct InFlight {
+    future: PullFuture,
+    waiters: usize,
+    id: u64,
+}
+
+type Table = Arc<Mutex<HashMap<PullKey, InFlight>>>;
+
 /// The pulls in flight, by image reference and login: a second request for the same image with
 /// the same login joins the first. Cheap to clone (clones share the table).
 #[derive(Clone, Default)]
-pub(crate) struct Pulls(Arc<Mutex<HashMap<PullKey, PullFuture>>>);
+pub(crate) struct Pulls(Table);
+
+/// Pull numbers, for [`InFlight::id`].
+static NEXT_PULL: AtomicU64 = AtomicU64::new(1);
+
+/// One request waiting for a pull; dropping the last one drops the pull (see the module docs).
+struct Waiter {
+    table: Table,
+    key: PullKey,
+    id: u64,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let removed = {
+            let mut pulls = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            match pulls.get_mut(&self.key) {
+                Some(p) if p.id == self.id => {
+                    p.waiters = p.waiters.saturating_sub(1);
+                    if p.waiters == 0 {
+                        pulls.remove(&self.key)
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            }
+        };
+        // Dropped outside the lock: the last clone of a pull's future drops the pull.
+        drop(removed);
+    }
+}
 
 impl Pulls {
     /// Pull `image` with `auth` (or join its pull in flight with the same login): at most
@@ -79,12 +123,19 @@ impl Pulls {
         overall: Duration,
         progress: Option<ProgressSink>,
     ) -> Result<(), RuntimeError> {
-        let fut = {
+        let (fut, _waiter) = {
             let mut pulls = self.0.lock().unwrap_or_else(|e| e.into_inner());
             let key: PullKey = (image.to_string(), auth.cloned());
-            if let Some(f) = pulls.get(&key) {
-                f.clone()
+            if let Some(p) = pulls.get_mut(&key) {
+                p.waiters += 1;
+                let waiter = Waiter {
+                    table: Arc::clone(&self.0),
+                    key,
+                    id: p.id,
+                };
+                (p.future.clone(), waiter)
             } else {
+                let id = NEXT_PULL.fetch_add(1, Ordering::Relaxed);
                 let (docker, img) = (docker.clone(), image.to_string());
                 let engine = Arc::clone(engine);
                 let pulls_map = Arc::clone(&self.0);
@@ -115,16 +166,34 @@ impl Pulls {
                             retriable: false,
                         }),
                     };
-                    pulls_map
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&entry);
+                    let done = {
+                        let mut pulls = pulls_map.lock().unwrap_or_else(|e| e.into_inner());
+                        match pulls.get(&entry) {
+                            Some(p) if p.id == id => pulls.remove(&entry),
+                            _ => None,
+                        }
+                    };
+                    // This future's own entry (its clone is dropped outside the lock; the pull
+                    // goes on for the requests that hold theirs).
+                    drop(done);
                     r
                 }
                 .boxed()
                 .shared();
-                pulls.insert(key, f.clone());
-                f
+                pulls.insert(
+                    key.clone(),
+                    InFlight {
+                        future: f.clone(),
+                        waiters: 1,
+                        id,
+                    },
+                );
+                let waiter = Waiter {
+                    table: Arc::clone(&self.0),
+                    key,
+                    id,
+                };
+                (f, waiter)
             }
         };
         fut.await
@@ -408,7 +477,11 @@ mod tests {
         // Two entries in flight for one image, one per login: nothing shares a result. The
         // table is filled by hand with futures that never finish (no Docker needed).
         let pulls = Pulls::default();
-        let pending = || futures_util::future::pending().boxed().shared();
+        let pending = || InFlight {
+            future: futures_util::future::pending().boxed().shared(),
+            waiters: 1,
+            id: 0,
+        };
         {
             let mut t = pulls.0.lock().unwrap_or_else(|e| e.into_inner());
             t.insert(("i".into(), Some(login("alice"))), pending());
@@ -420,6 +493,63 @@ mod tests {
             other_password.password = "wrong".into();
             assert!(!t.contains_key(&("i".to_string(), Some(other_password))));
         }
+    }
+
+    #[tokio::test]
+    async fn a_pull_nobody_waits_for_any_more_is_dropped_with_its_request() {
+        use tokio::io::AsyncReadExt;
+        // An Engine that accepts the pull and never answers; it reports each connection closed.
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("hang.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        let (closed_tx, mut closed_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let tx = closed_tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while matches!(conn.read(&mut buf).await, Ok(n) if n > 0) {}
+                    let _ = tx.send(());
+                });
+            }
+        });
+        let docker =
+            Docker::connect_with_host(&format!("unix://{}", path.display())).expect("client");
+        let engine: Arc<str> = "unix://hang".into();
+        let pulls = Pulls::default();
+        let start = || {
+            let (p, d, e) = (pulls.clone(), docker.clone(), Arc::clone(&engine));
+            tokio::spawn(async move {
+                let minute = Duration::from_secs(60);
+                p.pull(
+                    &d,
+                    &e,
+                    "img:1",
+                    None,
+                    PullRetry::default(),
+                    minute,
+                    minute,
+                    None,
+                )
+                .await
+            })
+        };
+        let waiters = || {
+            let t = pulls.0.lock().unwrap_or_else(|e| e.into_inner());
+            t.values().map(|p| p.waiters).collect::<Vec<_>>()
+        };
+        let (a, b) = (start(), start());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(waiters(), [2], "one pull, two waiting for it");
+        a.abort();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(waiters(), [1], "the other still waits");
+        assert!(closed_rx.try_recv().is_err(), "the pull goes on for it");
+        b.abort();
+        tokio::time::timeout(Duration::from_secs(2), closed_rx.recv())
+            .await
+            .expect("the pull's request is closed once nobody waits");
+        assert_eq!(waiters(), Vec::<usize>::new(), "and its entry is gone");
     }
 
     #[test]
