@@ -26,9 +26,19 @@
 //! store, and every one of those is named in it (containers by their Docker name), so an agent
 //! restarted at any moment adopts them instead of creating or starting anything again.
 //!
-//! Limits: the steps before the loop (subscribing, adoption, volume preparation) and the re-sync
-//! after a broken event stream are awaited inline, each call bounded by the runtime's timeouts, and
-//! are not interrupted by cancellation; it is seen as soon as they end.
+//! Commands while a call is in flight: a `stop` or `kill` is received at any time. Volume
+//! preparation (the Docker volume calls before the first decision) runs concurrently with the
+//! command channel and cancellation: a command or cancellation drops it (the call in flight is
+//! abandoned, nothing is created after it; a volume Docker created meanwhile is the cleanup's, as
+//! every task volume is). Once the task's desired status is STOPPED (by a command, or because an
+//! essential container stopped), pulls in flight are given up ([`Event::PullAbandoned`]: the
+//! request to Docker is dropped, the container is marked STOPPED without running), so a stop never
+//! waits for a slow pull.
+//!
+//! Limits: subscribing, adoption and the re-sync after a broken event stream are awaited inline,
+//! each call bounded by the runtime's timeouts, and are not interrupted by commands or
+//! cancellation; they are seen as soon as those calls end. A create, start or stop in flight is
+//! waited for (its answer names the container the cleanup must remove).
 
 use crate::auth::{AuthError, RegistryAuth, RegistryAuthResolver};
 use crate::cleanup::{Backoff, RetryPolicy};
@@ -209,6 +219,8 @@ struct Effects {
     tracker: TaskTracker,
     abandon: CancellationToken,
     results: mpsc::UnboundedSender<Event>,
+    /// Cancelled once the task's desired status is STOPPED: pulls in flight give up.
+    stopping: CancellationToken,
 }
 
 impl Effects {
@@ -217,6 +229,7 @@ impl Effects {
             tracker: TaskTracker::new(),
             abandon: CancellationToken::new(),
             results,
+            stopping: CancellationToken::new(),
         }
     }
 
@@ -282,9 +295,47 @@ pub async fn run_task<R: Runtime>(
     if config.resume {
         adopt(&*rt, &mut state).await;
     }
-    let volumes = prepare_volumes(&*rt, &mut state, &config).await;
-    let values = read_secrets_and_environment_files(&mut state, &config);
-    prepare_firelens(&mut state, &config);
+    // A kill received but not yet performed (the kills are sent once the state is saved).
+    let mut kill_pending = false;
+    let plans = spec::plan_volumes(&state, &config.data_dir, &config.volume_plugin);
+    // The volumes are provided while commands are received: a stop of a task whose volume call
+    // hangs (a slow Engine, a volume driver that does not answer) ends it now, not after the call.
+    let provided = {
+        let task_id = state.id.clone();
+        let provide = provide_volumes(&*rt, &task_id, &config.data_dir, &plans);
+        tokio::pin!(provide);
+        loop {
+            tokio::select! {
+                failures = &mut provide => break Some(failures),
+                () = config.cancel.cancelled() => break None,
+                cmd = commands.recv(), if commands_open => match cmd {
+                    Some(cmd) => {
+                        kill_pending |= receive(&mut state, cmd);
+                        break None;
+                    }
+                    None => commands_open = false,
+                },
+            }
+        }
+    };
+    match provided {
+        Some(failures) => stop_volume_users(&mut state, &failures),
+        None if config.cancel.is_cancelled() => {}
+        None => {
+            tracing::info!(task = %state.id, "task stopped while its volumes were being prepared; the volume call in flight is abandoned");
+        }
+    }
+    let volumes = Arc::new(plans);
+    // A task that is stopping creates nothing: no secret to read, no log router to configure.
+    let stopping = state.desired == Status::Stopped || config.cancel.is_cancelled();
+    let values = if stopping {
+        TaskValues::default()
+    } else {
+        read_secrets_and_environment_files(&mut state, &config)
+    };
+    if !stopping {
+        prepare_firelens(&mut state, &config);
+    }
     if let Some(ready) = &config.ready {
         let _ = ready.send(state.id.clone());
     }
@@ -301,6 +352,10 @@ pub async fn run_task<R: Runtime>(
         let now = now_ms();
         let (actions, wake_at) = state.step(config.options, now);
         held.extend(actions);
+        if state.desired == Status::Stopped {
+            // No container will be created any more: a pull in flight is given up.
+            effects.stopping.cancel();
+        }
         // Persist before acting: a restarted agent must know every container name it may have
         // created and every stop it decided. A failed save performs nothing: the effects wait
         // (marked in flight, so `step` does not decide them twice) until a retry succeeds.
@@ -314,6 +369,18 @@ pub async fn run_task<R: Runtime>(
                     spawn_effect(
                         &rt, &config, &state, &volumes, &values, action, &reports, &effects,
                     );
+                }
+                if std::mem::take(&mut kill_pending) {
+                    // Saved before the kills, like every effect; while saves fail the kill
+                    // waits (the stop decided with it is held too).
+                    for c in &state.containers {
+                        if let (Some(id), Status::Running) = (&c.docker_id, c.known) {
+                            let (rt, id) = (rt.clone(), id.clone());
+                            effects.spawn(async move {
+                                let _ = rt.kill(&id).await;
+                            });
+                        }
+                    }
                 }
                 None
             }
@@ -376,23 +443,7 @@ pub async fn run_task<R: Runtime>(
                 }
             },
             cmd = commands.recv(), if commands_open => match cmd {
-                Some(Command::Stop { reason }) => state.request_stop(&reason, StopKind::Requested),
-                Some(Command::Kill) => {
-                    state.request_stop("task killed", StopKind::Requested);
-                    // Saved before the kills, like every effect; while saves fail the stop is
-                    // held and performed (as a stop) once a save succeeds.
-                    if save(&config, &state, &mut saved).await.is_err() {
-                        continue;
-                    }
-                    for c in &state.containers {
-                        if let (Some(id), Status::Running) = (&c.docker_id, c.known) {
-                            let (rt, id) = (rt.clone(), id.clone());
-                            effects.spawn(async move {
-                                let _ = rt.kill(&id).await;
-                            });
-                        }
-                    }
-                }
+                Some(cmd) => kill_pending |= receive(&mut state, cmd),
                 None => commands_open = false,
             },
             () = sleep => {}
@@ -415,6 +466,21 @@ pub async fn run_task<R: Runtime>(
         tracing::info!(task = %state.id, known = %state.known(), "task actor cancelled; its containers keep running");
     }
     state
+}
+
+/// Take in a command: the task's desired status becomes STOPPED. True for a kill, whose kills
+/// the loop sends once the state is saved.
+fn receive(state: &mut TaskState, cmd: Command) -> bool {
+    match cmd {
+        Command::Stop { reason } => {
+            state.request_stop(&reason, StopKind::Requested);
+            false
+        }
+        Command::Kill => {
+            state.request_stop("task killed", StopKind::Requested);
+            true
+        }
+    }
 }
 
 /// Fold an effect's result into the state, counting Docker failures.
@@ -705,18 +771,20 @@ fn prepare_firelens(state: &mut TaskState, config: &RunConfig) {
     }
 }
 
-/// Create the task's scratch directories and Docker volumes. A volume that cannot be provided stops
-/// every container that mounts it (and so the task, if one of them is essential).
-async fn prepare_volumes<R: Runtime>(
+/// Create the task's scratch directories and Docker volumes as `plans` say. Returns the volumes
+/// that cannot be provided, each with its reason (see [`stop_volume_users`]). Borrows no task
+/// state, so the actor receives commands while it runs.
+async fn provide_volumes<R: Runtime>(
     rt: &R,
-    state: &mut TaskState,
-    config: &RunConfig,
-) -> Arc<Vec<(String, VolumePlan)>> {
-    let plans = spec::plan_volumes(state, &config.data_dir, &config.volume_plugin);
-    for (name, plan) in &plans {
+    task_id: &str,
+    data_dir: &std::path::Path,
+    plans: &[(String, VolumePlan)],
+) -> Vec<(String, String)> {
+    let mut failures = Vec::new();
+    for (name, plan) in plans {
         let failure = match plan {
             VolumePlan::HostPath(path) => {
-                let scratch = spec::scratch_dir(&config.data_dir, &state.id, name);
+                let scratch = spec::scratch_dir(data_dir, task_id, name);
                 if *path == scratch {
                     std::fs::create_dir_all(path)
                         .err()
@@ -751,27 +819,35 @@ async fn prepare_volumes<R: Runtime>(
             VolumePlan::Unsupported(why) => Some(why.clone()),
         };
         if let Some(message) = failure {
-            let now = now_ms();
-            for i in 0..state.containers.len() {
-                if state
-                    .def(i)
-                    .mount_points
-                    .iter()
-                    .any(|m| &m.source_volume == name)
-                {
-                    state.begin(
-                        &Action::MarkStopped {
-                            container: i,
-                            reason: Some(message.clone()),
-                            exit_code: None,
-                        },
-                        now,
-                    );
-                }
+            failures.push((name.clone(), message));
+        }
+    }
+    failures
+}
+
+/// A volume that cannot be provided stops every container that mounts it (and so the task, if
+/// one of them is essential), with the volume's reason.
+fn stop_volume_users(state: &mut TaskState, failures: &[(String, String)]) {
+    let now = now_ms();
+    for (name, message) in failures {
+        for i in 0..state.containers.len() {
+            if state
+                .def(i)
+                .mount_points
+                .iter()
+                .any(|m| &m.source_volume == name)
+            {
+                state.begin(
+                    &Action::MarkStopped {
+                        container: i,
+                        reason: Some(message.clone()),
+                        exit_code: None,
+                    },
+                    now,
+                );
             }
         }
     }
-    Arc::new(plans)
 }
 
 /// Read, once and before anything is pulled or created, the secrets and environment files of every
@@ -865,6 +941,7 @@ fn spawn_effect<R: Runtime>(
                 .repository_credentials
                 .as_ref()
                 .map(|c| c.credentials_parameter.clone());
+            let stopping = effects.stopping.clone();
             effects.spawn(async move {
                 let report = |phase, reason: Option<String>| {
                     let _ = reports.send(Report::Pull {
@@ -891,8 +968,18 @@ fn spawn_effect<R: Runtime>(
                     resolver: resolver.as_deref(),
                     parameter: parameter.as_deref(),
                 };
-                let ev =
-                    pull_image(&*rt, &image, behavior, &*record, login, i, progress, report).await;
+                let pull = pull_image(
+                    &*rt, &image, behavior, &*record, login, i, &progress, &report,
+                );
+                // A stop while the pull is in flight gives it up: dropping the pull drops the
+                // request to Docker (a pull merged with another task's goes on for that one).
+                let ev = tokio::select! {
+                    ev = pull => ev,
+                    () = stopping.cancelled() => {
+                        report(PullPhase::Failed, Some(PULL_ABANDONED.to_string()));
+                        Event::PullAbandoned { container: i, at: now_ms() }
+                    }
+                };
                 let _ = tx.send(ev);
             });
         }
@@ -1083,6 +1170,9 @@ impl Login<'_> {
         }
     }
 }
+
+/// The pull report's reason when a stop gave the pull up.
+pub const PULL_ABANDONED: &str = "pull abandoned: the task is stopping";
 
 /// The reason ECS gives a task whose secrets or registry login cannot be obtained.
 pub const AUTH_FAILURE_PREFIX: &str =

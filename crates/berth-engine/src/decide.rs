@@ -369,6 +369,13 @@ pub enum Event {
         message: String,
         stop_task: bool,
     },
+    /// The pull was given up because the task is stopping (a stop while it was in flight): the
+    /// container never got its image and will not run; the shutdown marks it STOPPED like any
+    /// container that never started.
+    PullAbandoned {
+        container: usize,
+        at: Millis,
+    },
     Created {
         container: usize,
         docker_id: String,
@@ -443,6 +450,11 @@ impl TaskState {
                 if *stop_task {
                     self.request_stop(message, StopKind::Failed);
                 }
+            }
+            Event::PullAbandoned { container, at } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Pull);
+                c.pull_stopped_at = Some(*at);
             }
             Event::Created {
                 container,
