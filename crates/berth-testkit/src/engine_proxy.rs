@@ -61,6 +61,8 @@ struct Shared {
     upstream: PathBuf,
     faulted: AtomicU64,
     forwarded: AtomicU64,
+    /// Held (`Hang`) requests whose client closed the connection: calls the client gave up.
+    released: AtomicU64,
     /// Every request line seen, in order (for assertions on what berth asked).
     seen: Mutex<Vec<String>>,
     stop: AtomicBool,
@@ -91,6 +93,7 @@ impl EngineProxy {
             upstream: upstream.to_path_buf(),
             faulted: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
+            released: AtomicU64::new(0),
             seen: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
@@ -140,6 +143,12 @@ impl EngineProxy {
     /// Requests forwarded to the Engine so far (delayed ones included).
     pub fn forwarded(&self) -> u64 {
         self.shared.forwarded.load(Ordering::SeqCst)
+    }
+
+    /// Held (`Hang`) requests whose client has closed its connection so far: calls the client
+    /// gave up (a timeout, a cancelled pull).
+    pub fn released(&self) -> u64 {
+        self.shared.released.load(Ordering::SeqCst)
     }
 
     /// Every request line seen so far (`POST /v1.41/containers/…/stop?t=10`).
@@ -249,6 +258,7 @@ fn serve(mut conn: UnixStream, s: &Shared) {
             // Hold until the client closes its end.
             let mut sink = [0u8; 1024];
             while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
+            s.released.fetch_add(1, Ordering::SeqCst);
             return;
         }
         Some(Fault::Delay(d)) => std::thread::sleep(d),

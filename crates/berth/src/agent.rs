@@ -104,6 +104,9 @@ pub struct Args {
     pub pull: PullArgs,
 
     #[command(flatten)]
+    pub docker_timeouts: crate::docker_timeouts::DockerTimeoutArgs,
+
+    #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
 
     #[command(flatten)]
@@ -461,8 +464,10 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
     let metrics = Arc::new(crate::metrics::Metrics::new(engine_metrics.clone()));
     let docker_rt = args.pull.configure(
-        DockerRuntime::new(docker)
-            .with_engine(berth_docker::engine_address(args.docker_host.as_deref())),
+        args.docker_timeouts.configure(
+            DockerRuntime::new(docker)
+                .with_engine(berth_docker::engine_address(args.docker_host.as_deref())),
+        ),
     );
     crate::log_policy::warn_missing(&docker_rt, &log_policy).await;
     let rt = Arc::new(Timed::new(docker_rt, &metrics));
@@ -505,6 +510,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         cleanup_wait = %humantime::format_duration(cleanup_wait),
         pull_behavior = %agent.pull_behavior,
         pull_upfront = agent.options.pull_upfront,
+        docker_timeout = %humantime::format_duration(args.docker_timeouts.docker_timeout),
+        docker_volume_timeout = %humantime::format_duration(args.docker_timeouts.docker_volume_timeout),
         metadata_addr = %args.metadata_addr,
         volume_plugin = %agent.volume_plugin,
         available_log_drivers = %agent.log_policy.available().collect::<Vec<_>>().join(","),

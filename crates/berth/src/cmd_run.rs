@@ -31,7 +31,7 @@ pub struct Args {
     pub file: Option<PathBuf>,
 
     /// Print the configuration this run would use (file, then environment, then flags: data-dir,
-    /// docker-host, volume-plugin, pull-*, pause-image, the log drivers, secrets-dir, secrets-from-env,
+    /// docker-host, docker-timeout, docker-volume-timeout, volume-plugin, pull-*, pause-image, the log drivers, secrets-dir, secrets-from-env,
     /// environment-files-dir, registry logins except the engine auth data) as TOML and exit; FILE is
     /// not needed.
     #[arg(long)]
@@ -57,6 +57,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub pull: PullArgs,
+
+    #[command(flatten)]
+    pub docker_timeouts: crate::docker_timeouts::DockerTimeoutArgs,
 
     #[command(flatten)]
     pub registry: crate::registry_auth::RegistryAuthArgs,
@@ -226,13 +229,11 @@ impl PullArgs {
             || std::env::var("ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT").is_ok_and(|v| truthy(&v))
     }
 
-    /// The Docker runtime's pull settings.
+    /// The Docker runtime's pull settings (its other limits unchanged).
     pub fn configure(&self, rt: berth_docker::DockerRuntime) -> berth_docker::DockerRuntime {
-        let timeouts = berth_docker::Timeouts {
-            pull: self.pull_timeout,
-            pull_inactivity: self.pull_inactivity_timeout,
-            ..Default::default()
-        };
+        let mut timeouts = rt.timeouts();
+        timeouts.pull = self.pull_timeout;
+        timeouts.pull_inactivity = self.pull_inactivity_timeout;
         rt.with_timeouts(timeouts)
             .with_pull_retry(berth_docker::PullRetry {
                 attempts: self.pull_attempts,
@@ -294,8 +295,10 @@ async fn run_async(
     };
     let rt = Arc::new(
         args.pull.configure(
-            berth_docker::DockerRuntime::new(docker)
-                .with_engine(berth_docker::engine_address(args.docker_host.as_deref())),
+            args.docker_timeouts.configure(
+                berth_docker::DockerRuntime::new(docker)
+                    .with_engine(berth_docker::engine_address(args.docker_host.as_deref())),
+            ),
         ),
     );
     // The policy was checked before the definition was read; here only compared with the Engine.

@@ -124,6 +124,12 @@ const KEYS: &[Key] = &[
     key("engine-auth-data", &["ECS_ENGINE_AUTH_DATA"], Kind::Value),
     key("docker-config", &["BERTH_DOCKER_CONFIG"], Kind::Value),
     key("credential-helper-timeout", &[], Kind::Value),
+    key("docker-timeout", &["BERTH_DOCKER_TIMEOUT"], Kind::Value),
+    key(
+        "docker-volume-timeout",
+        &["BERTH_DOCKER_VOLUME_TIMEOUT"],
+        Kind::Value,
+    ),
 ];
 
 /// The log driver keys: every subcommand that resolves task definitions takes them, so
@@ -139,6 +145,8 @@ const LOG_KEYS: [(&str, &str); 2] = [
 const RUN: &[(&str, &str)] = &[
     ("data-dir", "data-dir"),
     ("docker-host", "docker-host"),
+    crate::docker_timeouts::KEYS[0],
+    crate::docker_timeouts::KEYS[1],
     ("volume-plugin", "volume-plugin"),
     ("pull-behavior", "pull-behavior"),
     ("pull-dependent-upfront", "pull-dependent-upfront"),
@@ -396,6 +404,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     };
     t.insert("log-format".into(), fmt.into());
     put_pull(&mut t, &args.pull)?;
+    args.docker_timeouts.put(&mut t);
     crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
     args.secrets.put_toml(&mut t);
     args.registry.put(&mut t);
@@ -408,6 +417,7 @@ pub fn run_toml(args: &crate::cmd_run::Args) -> anyhow::Result<String> {
     put_common(&mut t, &args.data_dir, &args.docker_host);
     t.insert("volume-plugin".into(), args.volume_plugin.clone().into());
     put_pull(&mut t, &args.pull)?;
+    args.docker_timeouts.put(&mut t);
     crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
     args.secrets.put_toml(&mut t);
     args.registry.put(&mut t);
@@ -560,6 +570,50 @@ mod tests {
         unsafe { std::env::remove_var("BERTH_CLEANUP_WAIT") };
         assert_eq!(from_env.cleanup_wait, Some(Duration::from_secs(20 * 60)));
         assert_eq!(from_flag.cleanup_wait, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn docker_timeout_keys_layer_for_run_and_the_agent() {
+        let file = "docker-timeout = \"45s\"\ndocker-volume-timeout = \"10m\"\n";
+        let a = agent(layered(&["berth", "agent"], file, &[]).expect("layered"));
+        assert_eq!(a.docker_timeouts.docker_timeout, Duration::from_secs(45));
+        assert_eq!(
+            a.docker_timeouts.docker_volume_timeout,
+            Duration::from_secs(600)
+        );
+        let argv = layered(&["berth", "run", "t.json"], file, &[]).expect("layered");
+        match crate::Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(crate::Command::Run(r)) => {
+                assert_eq!(r.docker_timeouts.docker_timeout, Duration::from_secs(45));
+                assert_eq!(
+                    r.docker_timeouts.docker_volume_timeout,
+                    Duration::from_secs(600)
+                );
+            }
+            other => panic!("not run: {other:?}"),
+        }
+        let argv =
+            layered(&["berth", "agent"], file, &["BERTH_DOCKER_VOLUME_TIMEOUT"]).expect("layered");
+        assert_eq!(
+            strs(&argv),
+            ["berth", "agent", "--docker-timeout=45s"],
+            "the variable beats the file"
+        );
+        let d = agent(layered(&["berth", "agent"], "", &[]).expect("layered"));
+        assert_eq!(
+            (
+                d.docker_timeouts.docker_timeout,
+                d.docker_timeouts.docker_volume_timeout
+            ),
+            (Duration::from_secs(30), Duration::from_secs(300)),
+            "ECS's defaults"
+        );
+        let err = crate::Cli::try_parse_from(["berth", "agent", "--docker-timeout", "0s"])
+            .expect_err("zero");
+        assert!(
+            err.to_string().contains("--docker-timeout") && err.to_string().contains("above zero"),
+            "{err}"
+        );
     }
 
     #[test]

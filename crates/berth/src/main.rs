@@ -9,6 +9,7 @@ mod cmd_validate;
 mod cmd_volume_plugin;
 mod config;
 mod datadir;
+mod docker_timeouts;
 mod identity;
 mod input;
 mod log_policy;

@@ -13,6 +13,7 @@
 //! | `berth_pull_duration_seconds` | histogram | pull started → done or failed, retries included |
 //! | `berth_task_start_duration_seconds` | histogram | task submitted → RUNNING |
 //! | `berth_docker_request_duration_seconds{operation}` | histogram | one Docker call, by runtime method |
+//! | `berth_docker_timeouts_total{operation}` | counter | Docker calls that did not answer within their limit, by runtime method |
 //! | `berth_docker_errors_total` | counter | Docker calls that failed (the engine counts them) |
 //! | `berth_event_stream_reconnects_total` | counter | Docker event streams re-subscribed |
 //! | `berth_state_save_failures_total` | counter | task-state saves that failed (each retry counts; the task is held meanwhile) |
@@ -92,6 +93,7 @@ pub struct Metrics {
     pull_duration: Histogram,
     task_start: Histogram,
     docker: DockerHistograms,
+    docker_timeouts: Family<OperationLabel, Counter>,
 }
 
 /// The engine's own counters, read at scrape time.
@@ -185,6 +187,12 @@ impl Metrics {
             Unit::Seconds,
             docker.clone(),
         );
+        let docker_timeouts = Family::<OperationLabel, Counter>::default();
+        registry.register(
+            "docker_timeouts",
+            "Docker Engine calls that did not answer within their limit, by operation",
+            docker_timeouts.clone(),
+        );
         registry.register_collector(Box::new(EngineCollector(engine)));
         Metrics {
             registry,
@@ -196,6 +204,7 @@ impl Metrics {
             pull_duration,
             task_start,
             docker,
+            docker_timeouts,
         }
     }
 
@@ -305,6 +314,7 @@ pub fn router(
 pub struct Timed<R> {
     inner: R,
     docker: DockerHistograms,
+    timeouts: Family<OperationLabel, Counter>,
 }
 
 impl<R> Timed<R> {
@@ -312,6 +322,7 @@ impl<R> Timed<R> {
         Timed {
             inner,
             docker: metrics.docker.clone(),
+            timeouts: metrics.docker_timeouts.clone(),
         }
     }
 
@@ -320,12 +331,20 @@ impl<R> Timed<R> {
         &self.inner
     }
 
-    async fn time<T>(&self, operation: &'static str, call: impl Future<Output = T>) -> T {
+    async fn time<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, RuntimeError>>,
+    ) -> Result<T, RuntimeError> {
         let started = Instant::now();
         let out = call.await;
+        let label = OperationLabel { operation };
         self.docker
-            .get_or_create(&OperationLabel { operation })
+            .get_or_create(&label)
             .observe(started.elapsed().as_secs_f64());
+        if let Err(RuntimeError::Timeout(_)) = &out {
+            self.timeouts.get_or_create(&label).inc();
+        }
         out
     }
 }
