@@ -73,8 +73,11 @@ fn a_slow_volume_inspect_succeeds_within_its_limit_and_past_it_says_slow_not_dow
             ])
             .output()
     };
+    // The limit leaves room for the Engine's own slowness on top of the proxy's 3 s: with a
+    // legacy volume plugin registered and gone (other suites on this machine register one),
+    // dockerd itself takes 15-45 s to say a volume is missing.
     let t = Instant::now();
-    let out = run("6s", "ok.json");
+    let out = run("2m", "ok.json");
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(
         t.elapsed() >= Duration::from_secs(3),
@@ -166,6 +169,67 @@ fn a_volume_inspect_to_an_engine_that_stops_answering_says_it_does_not_answer() 
             .as_str()
         ),
         "{stdout}"
+    );
+}
+
+#[test]
+fn sigint_to_berth_run_while_a_volume_call_hangs_ends_the_run_at_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let proxy = EngineProxy::start(dir.path());
+    let volume = unique_name("berth-inflight-int-");
+    let _volume = VolumeGuard::new(&volume);
+    proxy.add_rule(Rule::new("GET", &format!("/volumes/{volume}"), Fault::Hang));
+    let def = shared_volume_task(&unique_name("inflight-int"), &volume, "sleep 30");
+    let mut child = BerthRun::new(BERTH, dir.path().join("t.json"), &def)
+        .prefer_cached()
+        .data_dir(dir.path().join("data"))
+        .args(["--docker-host", &proxy.url()])
+        .command()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    wait_seen(
+        &proxy,
+        &format!("/volumes/{volume}"),
+        Duration::from_secs(20),
+    );
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -INT");
+    let t = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("berth run did not end after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = t.elapsed();
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        took < Duration::from_secs(2),
+        "ended after {took:?}: {stdout}"
+    );
+    assert_eq!(out.status.code(), Some(125), "never ran: {stdout}");
+    let summary: Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["event"] == "summary")
+        .unwrap_or_else(|| panic!("no summary: {stdout}"));
+    assert_eq!(
+        summary["stoppedReason"], "stopped by user (SIGINT)",
+        "{stdout}"
+    );
+    assert!(
+        !proxy
+            .seen()
+            .iter()
+            .any(|l| l.contains("/containers/create")),
+        "berth asked for a create: {:?}",
+        proxy.seen()
     );
 }
 
