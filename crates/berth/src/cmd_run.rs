@@ -73,6 +73,9 @@ pub struct Args {
     pub metadata: MetadataArgs,
 
     #[command(flatten)]
+    pub container_metadata: crate::container_metadata::ContainerMetadataArgs,
+
+    #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
 }
 
@@ -344,6 +347,7 @@ async fn run_async(
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
         identity: identity.clone(),
+        container_metadata: args.container_metadata.settings(),
         ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;
