@@ -691,15 +691,26 @@ fn metadata_file(
     ))
 }
 
-/// The network mode container `i` is created with (the READY file names it when Docker lists no
-/// network, as for a container joined to the pause container's).
+/// Container `i`'s network mode as Docker's `HostConfig.NetworkMode` shows it (the READY file
+/// names it when Docker lists no network, as for a container joined to the pause container's):
+/// the mode it is created with, where Docker keeps a joined container's target as
+/// `container:<id>`.
 fn container_network_mode(
     state: &TaskState,
     i: usize,
     volumes: &[(String, VolumePlan)],
     values: &TaskValues,
 ) -> String {
-    spec::container_spec_with_values(state, i, volumes, None, values.container(i)).network_mode
+    let mode =
+        spec::container_spec_with_values(state, i, volumes, None, values.container(i)).network_mode;
+    let pause = state.pause_index().map(|p| &state.containers[p]);
+    match pause {
+        Some(p) if mode == format!("container:{}", p.docker_name) => p
+            .docker_id
+            .as_ref()
+            .map_or(mode, |id| format!("container:{id}")),
+        _ => mode,
+    }
 }
 
 /// Create the container's metadata directory and replace its file (a temporary file renamed over

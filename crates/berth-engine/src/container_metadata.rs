@@ -26,7 +26,7 @@
 //!   `ContainerPortRange` (`""`), `HostPort`, `BindIp`, `Protocol` (`tcp`/`udp`). A network is
 //!   `NetworkMode` (Docker's network name) and `IPv4Addresses`: one element, Docker's address,
 //!   which is `""` where Docker has none (host mode); with no network listed (a container joined
-//!   to another's network), the network mode Docker was given;
+//!   to another's network), its `HostConfig.NetworkMode` (`container:<id>`) and `[""]`;
 //! - the agent's own containers get no file (berth: the pause container); a file that cannot be
 //!   written is a warning, and the container is created without the mount and the variable.
 //!

@@ -129,7 +129,8 @@ async fn each_container_gets_its_file_ready_once_it_runs() {
     assert_eq!(app["DockerContainerName"], "/berth-fam-1-app-0123456789ab");
     assert_eq!(app["ImageName"], "img");
     assert_eq!(app["HostPrivateIPv4Address"], "10.0.0.5");
-    // Joined to the pause container's network: the network mode it was created with.
+    // The fake lists a joined container's network under its network mode (Docker lists none:
+    // the real-Engine runs check that case).
     let pause_name = "berth-fam-1-pause.0123456789ab";
     assert_eq!(
         app["Networks"],

@@ -6,7 +6,7 @@
 //!
 //! The private address defaults to the host's own source address for outside traffic: the local
 //! address the kernel picks for a UDP socket "connected" to a documentation address
-//! (192.0.2.1, TEST-NET-1). A UDP connect only looks the route up; no packet is sent. With no
+//! (198.51.100.1, TEST-NET-2). A UDP connect only looks the route up; no packet is sent. With no
 //! route (an isolated host) the key is omitted, as ECS omits what it does not know. Hand-written:
 //! std has no interface listing, and this one lookup needs no crate.
 
@@ -87,7 +87,7 @@ impl ContainerMetadataArgs {
 /// The local IPv4 address the kernel would send outside traffic from (see the module header).
 fn default_source_ipv4() -> Option<Ipv4Addr> {
     let socket = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
-    socket.connect((Ipv4Addr::new(192, 0, 2, 1), 9)).ok()?;
+    socket.connect((Ipv4Addr::new(198, 51, 100, 1), 9)).ok()?;
     match socket.local_addr().ok()?.ip() {
         std::net::IpAddr::V4(a) if !a.is_unspecified() && !a.is_loopback() => Some(a),
         _ => None,

@@ -3,7 +3,8 @@
 //! (its own container id and address among them) and exits 42; `berth run` exits 42; the file
 //! as the container read it has ECS's keys in ECS's order; the task directory (and so the file)
 //! is gone after the cleanup. With the option off the container has no variable and no mount,
-//! and berth writes no file.
+//! and berth writes no file. In awsvpc mode the pause container gets no file, and the app's
+//! `Networks` names the pause container's id, as Docker's `HostConfig.NetworkMode` does.
 //!
 //! Run only through `scripts/test -p berth --test container_metadata_engine`.
 
@@ -47,12 +48,19 @@ has '"HostPublicIPv4Address": "203.0.113.9"$'
 exit 42
 "#;
 
-fn run(family: &str, script: &str, extra: &[&str]) -> (Option<i32>, String, tempfile::TempDir) {
+fn run(
+    family: &str,
+    network_mode: &str,
+    script: &str,
+    extra: &[&str],
+) -> (Option<i32>, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("out");
     std::fs::create_dir_all(&out).expect("out dir");
     let mut app = test_container("app", script);
-    app["portMappings"] = json!([{"containerPort": 8080, "hostPort": 0}]);
+    if network_mode == "bridge" {
+        app["portMappings"] = json!([{"containerPort": 8080, "hostPort": 0}]);
+    }
     app["environment"] = json!([
         {"name": "FAMILY", "value": family},
         {"name": "IMAGE", "value": test_image()}
@@ -61,7 +69,7 @@ fn run(family: &str, script: &str, extra: &[&str]) -> (Option<i32>, String, temp
     let def = json!({
         "family": family,
         "revision": 7,
-        "networkMode": "bridge",
+        "networkMode": network_mode,
         "containerDefinitions": [app],
         "volumes": [{"name": "out", "host": {"sourcePath": out.display().to_string()}}]
     });
@@ -90,6 +98,7 @@ fn a_container_reads_its_ready_file_and_the_cleanup_removes_it() {
     let _g = FamilyGuard(family.clone());
     let (code, text, dir) = run(
         &family,
+        "bridge",
         CHECKS,
         &[
             "--container-metadata",
@@ -151,7 +160,7 @@ fn off_the_container_has_no_variable_no_mount_and_no_file_is_written() {
 [ ! -e /opt/ecs/metadata ] || { echo "mount present" > /out/why; exit 3; }
 exit 42
 "#;
-    let (code, text, dir) = run(&family, script, &["--keep"]);
+    let (code, text, dir) = run(&family, "bridge", script, &["--keep"]);
     assert_eq!(code, Some(42), "{text}");
     let tasks: Vec<_> = std::fs::read_dir(dir.path().join("data/tasks"))
         .expect("tasks dir")
@@ -165,4 +174,57 @@ exit 42
             t.display()
         );
     }
+}
+
+#[test]
+fn awsvpc_the_pause_container_has_no_file_and_the_app_names_its_network() {
+    let family = unique_name("cmeta-vpc-");
+    let _g = FamilyGuard(family.clone());
+    let script = r#"
+f="$ECS_CONTAINER_METADATA_FILE"
+i=0
+until grep -q '"MetadataFileStatus": "READY"' "$f" 2>/dev/null; do
+  i=$((i+1)); [ "$i" -gt 100 ] && { echo "never READY" > /out/why; exit 3; }; sleep 0.1
+done
+cp "$f" /out/file.json
+exit 42
+"#;
+    let (code, text, dir) = run(
+        &family,
+        "awsvpc",
+        script,
+        &["--container-metadata", "--keep"],
+    );
+    assert_eq!(code, Some(42), "{text}");
+    let v: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/file.json")).expect("the file"),
+    )
+    .expect("JSON");
+    let pause_id = berth_testkit::family_containers(&family)
+        .into_iter()
+        .map(|id| {
+            berth_testkit::docker_cli(&["inspect", "-f", "{{.Id}} {{.Name}}", &id])
+                .trim()
+                .to_string()
+        })
+        .find(|line| line.contains("-pause."))
+        .and_then(|line| line.split(' ').next().map(str::to_string))
+        .expect("the pause container");
+    assert_eq!(
+        v["Networks"],
+        json!([{"NetworkMode": format!("container:{pause_id}"), "IPv4Addresses": [""]}]),
+        "{v}"
+    );
+    assert!(v.get("PortMappings").is_none(), "{v}");
+    let tasks: Vec<_> = std::fs::read_dir(dir.path().join("data/tasks"))
+        .expect("tasks dir")
+        .filter_map(|e| e.ok())
+        .collect();
+    assert_eq!(tasks.len(), 1);
+    let names: Vec<String> = std::fs::read_dir(tasks[0].path().join("metadata"))
+        .expect("metadata dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["app"], "the pause container has no file");
 }
