@@ -144,7 +144,7 @@ impl MetadataArgs {
 }
 
 /// What `--keep` left behind, naming only what exists: the task's containers if Docker created
-/// any, its directory if it was created (only tasks with task-scoped volumes have one). None when
+/// any, its directory if it was created (task-scoped volumes, FireLens and metadata files make one). None when
 /// nothing was left.
 fn kept_line(state: &TaskState, data_dir: &std::path::Path) -> Option<String> {
     let mut kept = Vec::new();
