@@ -144,8 +144,8 @@ impl MetadataArgs {
 }
 
 /// What `--keep` left behind, naming only what exists: the task's containers if Docker created
-/// any, its directory if it was created (task-scoped volumes, FireLens and metadata files make one). None when
-/// nothing was left.
+/// any, its directory if it was created (task-scoped volumes, FireLens and container metadata
+/// files make one). None when nothing was left.
 fn kept_line(state: &TaskState, data_dir: &std::path::Path) -> Option<String> {
     let mut kept = Vec::new();
     if state.containers.iter().any(|c| c.docker_id.is_some()) {
