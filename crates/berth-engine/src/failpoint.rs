@@ -1,7 +1,8 @@
 //! Crash points for tests of crash safety: when the environment variable `BERTH_FAILPOINT` is
 //! `POINT:CONTAINER` (e.g. `after-create:web`), the process aborts — like `kill -9`, with no cleanup
 //! — when it reaches that point for that container. Points: `before-create` (the container's name
-//! is already stored), `after-create`, `after-start`. Unset (always, in production), a check is one
+//! is already stored), `after-create`, `after-start`, `before-restart` (a restart is decided, counted and
+//! stored; `docker start` not sent yet). Unset (always, in production), a check is one
 //! load of a value read once.
 //!
 //! Hand-written rather than the `fail` crate: berth's crash tests run the released binary, which

@@ -480,6 +480,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         cleanup_wait,
         options: Options {
             pull_upfront: args.pull.upfront(),
+            ..Options::default()
         },
         pull_behavior: args.pull.behavior()?,
         pause_image: args.pull.pause_image.clone(),

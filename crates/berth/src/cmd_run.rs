@@ -337,6 +337,7 @@ async fn run_async(
     let config = RunConfig {
         options: Options {
             pull_upfront: args.pull.upfront(),
+            ..Options::default()
         },
         pull_behavior: args.pull.behavior()?,
         pause_image: args.pull.pause_image.clone(),
