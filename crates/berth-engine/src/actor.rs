@@ -1171,19 +1171,28 @@ fn spawn_effect<R: Runtime>(
                     return;
                 }
             };
-            let name = state.containers[i].name.clone();
-            let (task, count) = (state.id.clone(), state.containers[i].restart_count);
+            let c = &state.containers[i];
+            let (name, count, exit_code) =
+                (c.name.clone(), c.restart_count, c.last_restart_exit_code);
+            let task = state.id.clone();
+            let reports = reports.clone();
             effects.spawn(async move {
                 // The restart is decided, counted and saved: a crash here leaves it owed.
                 crate::failpoint::hit("before-restart", &name);
                 let started = rt.start(&id).await;
                 let ev = match started {
                     Ok(()) => {
-                        tracing::info!(task = %task, container = %name, restart_count = count, "restarted container under its restart policy");
-                        Event::Restarted {
-                            container: i,
-                            at: now_ms(),
-                        }
+                        tracing::info!(task = %task, container = %name, restart_count = count, exit_code = ?exit_code, "restarted container under its restart policy");
+                        let at = now_ms();
+                        let _ = reports.send(Report::Restarted {
+                            time: report::rfc3339(at),
+                            task,
+                            container: name,
+                            restart_count: count,
+                            exit_code,
+                            docker_id: id,
+                        });
+                        Event::Restarted { container: i, at }
                     }
                     Err(e) => Event::RestartFailed {
                         container: i,
