@@ -1179,6 +1179,9 @@ fn spawn_effect<R: Runtime>(
             effects.spawn(async move {
                 // The restart is decided, counted and saved: a crash here leaves it owed.
                 crate::failpoint::hit("before-restart", &name);
+                if let Some(hold) = crate::failpoint::delay("before-restart", &name) {
+                    tokio::time::sleep(hold).await;
+                }
                 let started = rt.start(&id).await;
                 let ev = match started {
                     Ok(()) => {
