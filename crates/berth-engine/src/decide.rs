@@ -626,7 +626,8 @@ impl TaskState {
             }
             Event::ExitReason { container, reason } => {
                 let c = &mut self.containers[*container];
-                if c.known == Status::Stopped {
+                // A pending exit keeps it too: it is the reason if the exit is not restarted.
+                if c.known == Status::Stopped || c.pending_exit.is_some() {
                     c.reason.get_or_insert_with(|| reason.clone());
                 }
             }
@@ -711,6 +712,8 @@ impl TaskState {
                 }
                 c.pending_exit = None;
                 c.health = Health::Unknown;
+                // The restarted run has no reason to stop yet (an OOM kill of the exit is gone).
+                c.reason = None;
             }
             Action::Stop { container, .. } => {
                 let c = &mut self.containers[*container];

@@ -649,3 +649,26 @@ fn a_task_saved_before_restart_policies_loads_with_no_restarts() {
     assert_eq!(loaded.containers[0].restart_count, 0);
     assert_eq!(loaded, s);
 }
+
+#[test]
+fn dockers_reason_for_an_exit_is_kept_only_when_the_exit_is_not_restarted() {
+    let oom = "OutOfMemoryError: Container killed due to memory usage";
+    for (now, restarted) in [(70_001, true), (30_000, false)] {
+        let mut s = state(vec![restarting(container("web"), 60, &[])]);
+        running_since_one_second(&mut s);
+        s.apply(&exit_at(0, 137, now - 1));
+        s.apply(&Event::ExitReason {
+            container: 0,
+            reason: oom.into(),
+        });
+        let (effects, _) = s.step(Options::default(), now);
+        let c = &s.containers[0];
+        if restarted {
+            assert_eq!(effects, vec![Action::Restart(0)]);
+            assert_eq!(c.reason, None, "the restarted run has no stop reason");
+        } else {
+            assert_eq!(c.known, Status::Stopped);
+            assert_eq!(c.reason.as_deref(), Some(oom));
+        }
+    }
+}
