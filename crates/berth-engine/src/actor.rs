@@ -32,6 +32,10 @@
 //! ([`crate::container_metadata`]) in the create effect before the create, then READY in the start
 //! effect after the start is reported (and again after adoption when it is not READY).
 //!
+//! Restarts under a `restartPolicy` are decided by the decision core; the actor performs one as
+//! `Runtime::start` of the same container (held by `BERTH_FAILPOINT_DELAY` at `before-restart`
+//! in tests) and sends its `restarted` report; [`adopt`] finishes a restart a crash interrupted.
+//!
 //! Limits: the steps before the loop (subscribing, adoption, volume preparation) and the re-sync
 //! after a broken event stream are awaited inline, each call bounded by the runtime's timeouts, and
 //! are not interrupted by cancellation; it is seen as soon as they end.
