@@ -32,6 +32,10 @@
 //! ([`crate::container_metadata`]) in the create effect before the create, then READY in the start
 //! effect after the start is reported (and again after adoption when it is not READY).
 //!
+//! Restarts under a `restartPolicy` are decided by the decision core; the actor performs one as
+//! `Runtime::start` of the same container (held by `BERTH_FAILPOINT_DELAY` at `before-restart`
+//! in tests) and sends its `restarted` report; [`adopt`] finishes a restart a crash interrupted.
+//!
 //! Commands while a call is in flight: a `stop` or `kill` is received at any time. Volume
 //! preparation (the Docker volume calls before the first decision) runs concurrently with the
 //! command channel and cancellation: a command or cancellation drops it (the call in flight is
@@ -505,6 +509,7 @@ fn fold_result(config: &RunConfig, state: &mut TaskState, ev: &Event) {
             | Event::CreateFailed { .. }
             | Event::StartFailed { .. }
             | Event::StopFailed { .. }
+            | Event::RestartFailed { .. }
     ) {
         EngineMetrics::count(&config.metrics.docker_errors);
     }
@@ -573,10 +578,18 @@ async fn next_event(
 /// container in Docker (by id, or by the name decided before `create`), and raise known statuses
 /// from `inspect`; containers that vanished are STOPPED with a reason. Nothing is created twice:
 /// a container whose create may have happened is found by its name.
+///
+/// Restarts: a restart decided and saved before the crash (`restart_owed`) happened when Docker's
+/// start time is not before it was decided; otherwise it is still owed and the next decision
+/// performs it, uncounted. A container that exited while the agent was down is judged by the
+/// restart rule at the next decision, like any exit. So an agent restart neither loses nor
+/// repeats a restart.
 pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
     for i in 0..state.containers.len() {
         let c = &mut state.containers[i];
         c.in_flight = None;
+        let restart_owed = c.restart_owed;
+        let restart_decided_at = c.last_restart_at;
         if c.known == Status::Stopped {
             continue;
         }
@@ -593,6 +606,15 @@ pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
                         container: i,
                         docker_id: info.id.clone(),
                         at,
+                    });
+                }
+                if restart_owed
+                    && let (Some(started), Some(decided)) = (info.started_at, restart_decided_at)
+                    && started >= decided
+                {
+                    state.apply(&Event::Restarted {
+                        container: i,
+                        at: started,
                     });
                 }
                 if info.running {
@@ -1232,6 +1254,49 @@ fn spawn_effect<R: Runtime>(
                 }
             });
         }
+        Action::Restart(i) => {
+            let id = match docker_id_for(state, i, NeedsId::Restart) {
+                Ok(id) => id,
+                Err(failure) => {
+                    let _ = tx.send(failure);
+                    return;
+                }
+            };
+            let c = &state.containers[i];
+            let (name, count, exit_code) =
+                (c.name.clone(), c.restart_count, c.last_restart_exit_code);
+            let task = state.id.clone();
+            let reports = reports.clone();
+            effects.spawn(async move {
+                // The restart is decided, counted and saved: a crash here leaves it owed.
+                crate::failpoint::hit("before-restart", &name);
+                if let Some(hold) = crate::failpoint::delay("before-restart", &name) {
+                    tokio::time::sleep(hold).await;
+                }
+                let started = rt.start(&id).await;
+                let ev = match started {
+                    Ok(()) => {
+                        tracing::info!(task = %task, container = %name, restart_count = count, exit_code = ?exit_code, "restarted container under its restart policy");
+                        let at = now_ms();
+                        let _ = reports.send(Report::Restarted {
+                            time: report::rfc3339(at),
+                            task,
+                            container: name,
+                            restart_count: count,
+                            exit_code,
+                            docker_id: id,
+                        });
+                        Event::Restarted { container: i, at }
+                    }
+                    Err(e) => Event::RestartFailed {
+                        container: i,
+                        at: now_ms(),
+                        message: format!("CannotStartContainerError: restart failed: {e}"),
+                    },
+                };
+                let _ = tx.send(ev);
+            });
+        }
         Action::Stop {
             container: i,
             timeout_secs,
@@ -1281,6 +1346,7 @@ fn spawn_effect<R: Runtime>(
 enum NeedsId {
     Start,
     Stop,
+    Restart,
 }
 
 /// The Docker id of container `i`, or the failure its effect reports instead of calling the runtime.
@@ -1298,6 +1364,7 @@ fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Result<String, 
     let verb = match needs {
         NeedsId::Start => "start",
         NeedsId::Stop => "stop",
+        NeedsId::Restart => "restart",
     };
     let message = format!(
         "internal error: berth has no Docker id for container {} to {verb} (please report this)",
@@ -1315,6 +1382,11 @@ fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Result<String, 
             container: i,
             at,
             message,
+        },
+        NeedsId::Restart => Event::RestartFailed {
+            container: i,
+            at,
+            message: format!("CannotStartContainerError: {message}"),
         },
     })
 }

@@ -26,9 +26,20 @@
 //! - Shutdown runs in reverse dependency order: a running container is stopped only once every
 //!   container that depends on it has stopped. Containers that never started are marked STOPPED with no
 //!   Docker call.
+//! - A container with an enabled `restartPolicy` that exits on its own is not STOPPED at once: its
+//!   exit waits ([`crate::state::PendingExit`], the container still known RUNNING) for the next
+//!   decision, which restarts it in place ([`Action::Restart`], counted then) when
+//!   [`crate::restart::judge`] allows, and otherwise settles it STOPPED with its exit code, after
+//!   which the usual rules apply (an essential one stops the task). A restart is not a stop: the
+//!   task and the container's dependents keep running, and a `COMPLETE`/`SUCCESS` dependent waits
+//!   until an exit is not restarted (ECS short-circuits the STOPPED transition alike). A stop of the
+//!   task wins over a restart not yet performed: the container is settled STOPPED, never started.
 
-use crate::state::{EXIT_CODE_NOT_RUN, Health, Millis, Op, Status, StopKind, TaskState};
-use berth_model::Condition;
+use crate::restart::{self, Exit};
+use crate::state::{
+    EXIT_CODE_NOT_RUN, Health, Millis, Op, PendingExit, Status, StopKind, TaskState,
+};
+use berth_model::{Condition, RestartPolicy};
 
 /// Default seconds between SIGTERM and SIGKILL when a container sets no `stopTimeout` (ECS: 30 s).
 pub const DEFAULT_STOP_TIMEOUT_SECS: u32 = 30;
@@ -47,6 +58,8 @@ pub enum Action {
     Start(usize),
     /// Stop the running container, SIGKILL after `timeout_secs` (Docker effect).
     Stop { container: usize, timeout_secs: u32 },
+    /// Start the same (exited) container again under its restart policy (Docker effect).
+    Restart(usize),
     /// Mark the container STOPPED without any Docker call (it never ran, or never will).
     MarkStopped {
         container: usize,
@@ -62,7 +75,11 @@ impl Action {
     pub fn is_effect(&self) -> bool {
         matches!(
             self,
-            Action::Pull(_) | Action::Create(_) | Action::Start(_) | Action::Stop { .. }
+            Action::Pull(_)
+                | Action::Create(_)
+                | Action::Start(_)
+                | Action::Stop { .. }
+                | Action::Restart(_)
         )
     }
 }
@@ -80,6 +97,9 @@ pub struct Decision {
 pub struct Options {
     /// Pull every image at task start instead of once the container's dependencies allow its creation.
     pub pull_upfront: bool,
+    /// Tests only: the restart attempt period in milliseconds for every container, in place of
+    /// its `restartAttemptPeriod` (ECS's minimum, 60 s, is too long for a test). None: the policy's.
+    pub restart_period_override_ms: Option<u64>,
 }
 
 /// Where a dependency stands for one dependent.
@@ -303,6 +323,11 @@ pub fn decide(state: &TaskState, opts: Options, now: Millis) -> Decision {
         if c.known == Status::Stopped || c.in_flight.is_some() {
             continue;
         }
+        // An exit under a restart policy: restart in place, or settle it STOPPED.
+        if c.restart_owed || c.pending_exit.is_some() {
+            out.actions.push(after_exit(state, i, opts, now));
+            continue;
+        }
         if c.desired == Status::Stopped {
             // 2. Shutdown: never-started containers need no Docker call; running ones stop in
             //    reverse dependency order.
@@ -352,6 +377,41 @@ pub fn decide(state: &TaskState, opts: Options, now: Millis) -> Decision {
     out
 }
 
+/// What to do with container `i`, which exited under its restart policy (its exit pending, or a
+/// restart already decided and counted but not performed): restart it, or mark it STOPPED with its
+/// exit code. A stop of the container or its task wins over a restart not yet performed.
+fn after_exit(state: &TaskState, i: usize, opts: Options, now: Millis) -> Action {
+    let c = &state.containers[i];
+    let settle = |exit_code| Action::MarkStopped {
+        container: i,
+        reason: None,
+        exit_code,
+    };
+    if c.restart_owed {
+        return if c.desired == Status::Stopped {
+            settle(c.last_restart_exit_code)
+        } else {
+            Action::Restart(i)
+        };
+    }
+    let exit_code = c.pending_exit.and_then(|p| p.exit_code);
+    let verdict = restart::judge(
+        Exit {
+            policy: state.def(i).restart_policy.as_ref(),
+            desired: c.desired,
+            exit_code,
+            started_at: c.started_at,
+            last_restart_at: c.last_restart_at,
+        },
+        now,
+        opts.restart_period_override_ms,
+    );
+    match verdict {
+        Ok(()) => Action::Restart(i),
+        Err(_) => settle(exit_code),
+    }
+}
+
 /// Something that happened to a container: an effect's result or a Docker event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -391,6 +451,18 @@ pub enum Event {
         at: Millis,
     },
     StartFailed {
+        container: usize,
+        at: Millis,
+        message: String,
+    },
+    /// The restart's `docker start` succeeded: the container runs again.
+    Restarted {
+        container: usize,
+        at: Millis,
+    },
+    /// The restart's `docker start` failed: the container stays STOPPED with the exit code of
+    /// the exit it was to be restarted after; `message` is its reason.
+    RestartFailed {
         container: usize,
         at: Millis,
         message: String,
@@ -495,6 +567,29 @@ impl TaskState {
                     self.fail(*container, *at, message);
                 }
             }
+            Event::Restarted { container, .. } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Restart);
+                c.restart_owed = false;
+            }
+            Event::RestartFailed {
+                container,
+                at,
+                message,
+            } => {
+                let c = &mut self.containers[*container];
+                c.in_flight = c.in_flight.filter(|op| *op != Op::Restart);
+                c.restart_owed = false;
+                if c.known < Status::Stopped {
+                    c.pending_exit = None;
+                    c.exit_code = c.exit_code.or(c.last_restart_exit_code);
+                    c.reason.get_or_insert_with(|| message.clone());
+                    c.finished_at = Some(*at);
+                    c.raise_desired(Status::Stopped);
+                    c.raise_known(Status::Stopped);
+                    self.note_essential_stop(*container, *at);
+                }
+            }
             Event::Health { container, health } => {
                 let c = &mut self.containers[*container];
                 if c.known < Status::Stopped {
@@ -507,11 +602,32 @@ impl TaskState {
                 started_at,
                 at,
             } => {
+                let restartable = RestartPolicy::enabled_of(self.def(*container)).is_some();
                 let c = &mut self.containers[*container];
                 if c.in_flight == Some(Op::Stop) {
                     c.in_flight = None;
                 }
+                // An exit from before the last restart (a replayed `die`, or the exit a restart
+                // decided before a crash has yet to undo) is already accounted for.
+                if c.last_restart_at.is_some_and(|t| *at < t) {
+                    return;
+                }
+                if restartable
+                    && c.known < Status::Stopped
+                    && c.desired < Status::Stopped
+                    && !c.stop_sent
+                    && (c.known == Status::Running || c.in_flight == Some(Op::Restart))
+                {
+                    // Judged by the next decision (restart or STOPPED); known stays RUNNING.
+                    c.started_at = c.started_at.or(*started_at).or(Some(*at));
+                    c.pending_exit = Some(PendingExit {
+                        exit_code: *exit_code,
+                        at: *at,
+                    });
+                    return;
+                }
                 if c.known < Status::Stopped {
+                    c.pending_exit = None;
                     c.started_at = c.started_at.or(*started_at).or(Some(*at));
                     c.exit_code = *exit_code;
                     c.finished_at = Some(*at);
@@ -522,7 +638,8 @@ impl TaskState {
             }
             Event::ExitReason { container, reason } => {
                 let c = &mut self.containers[*container];
-                if c.known == Status::Stopped {
+                // A pending exit keeps it too: it is the reason if the exit is not restarted.
+                if c.known == Status::Stopped || c.pending_exit.is_some() {
                     c.reason.get_or_insert_with(|| reason.clone());
                 }
             }
@@ -555,6 +672,8 @@ impl TaskState {
                     c.reason = Some(reason.clone());
                 }
                 if c.known < Status::Stopped {
+                    c.pending_exit = None;
+                    c.restart_owed = false;
                     c.reason.get_or_insert_with(|| reason.clone());
                     c.finished_at = Some(*at);
                     c.raise_known(Status::Stopped);
@@ -593,6 +712,21 @@ impl TaskState {
             }
             Action::Create(i) => self.containers[*i].in_flight = Some(Op::Create),
             Action::Start(i) => self.containers[*i].in_flight = Some(Op::Start),
+            Action::Restart(i) => {
+                let c = &mut self.containers[*i];
+                c.in_flight = Some(Op::Restart);
+                if !c.restart_owed {
+                    // Counted when decided, before `docker start` (ECS's `RecordRestart`).
+                    c.restart_count = c.restart_count.saturating_add(1);
+                    c.last_restart_at = Some(now);
+                    c.last_restart_exit_code = c.pending_exit.and_then(|p| p.exit_code);
+                    c.restart_owed = true;
+                }
+                c.pending_exit = None;
+                c.health = Health::Unknown;
+                // The restarted run has no reason to stop yet (an OOM kill of the exit is gone).
+                c.reason = None;
+            }
             Action::Stop { container, .. } => {
                 let c = &mut self.containers[*container];
                 c.in_flight = Some(Op::Stop);
@@ -605,6 +739,10 @@ impl TaskState {
             } => {
                 let c = &mut self.containers[*container];
                 if c.known < Status::Stopped {
+                    c.restart_owed = false;
+                    if let Some(exit) = c.pending_exit.take() {
+                        c.finished_at = Some(exit.at);
+                    }
                     if let Some(r) = reason {
                         c.reason.get_or_insert_with(|| r.clone());
                     }

@@ -9,8 +9,12 @@
 //! with a health check, its health; a volume a container mounts cannot be removed (conflict).
 //! Events for start/die/health/destroy go to the subscribers of the container's `berth.task`.
 //!
+//! A stopped container can be started again (a restart in place): same id, new start time, the
+//! script played again.
+//!
 //! Not modelled: container processes (commands are not run; the script decides), time (the clock
-//! is a counter that ticks on each call), Docker creating a missing named volume at create, bind
+//! is the wall clock in milliseconds, made strictly increasing across calls: no time passes
+//! between a start and a scripted exit), Docker creating a missing named volume at create, bind
 //! sources that do not exist, merged pulls, registries (an image is pullable, pullable only with one
 //! login, or not), the contents of an imported image (an import only makes the image present).
 //! End-to-end behaviour is still proven against the real Docker Engine in the binary crate's tests.
@@ -74,6 +78,8 @@ struct Inner {
     subscribers: Vec<(String, mpsc::UnboundedSender<RuntimeEvent>)>,
     calls: Vec<String>,
     clock: i64,
+    /// Stats calls so far: the stats' counters grow with it.
+    stats_calls: u64,
     next_id: u64,
 }
 
@@ -156,7 +162,9 @@ impl FakeRuntime {
     }
 
     fn tick(inner: &mut Inner) -> i64 {
-        inner.clock += 1;
+        // Docker's times are wall-clock times the engine compares with its own (a restart's
+        // decision time with a later exit or start), so the fake's are too: strictly increasing.
+        inner.clock = (inner.clock + 1).max(crate::report::now_ms());
         inner.clock
     }
 
@@ -570,10 +578,11 @@ impl Runtime for FakeRuntime {
         })
     }
 
-    /// A small stats object in Docker's shape (cgroup v1 keys), growing with the fake clock.
+    /// A small stats object in Docker's shape (cgroup v1 keys), growing with each stats call.
     async fn stats(&self, id: &str) -> Result<serde_json::Value, RuntimeError> {
         let mut inner = self.lock();
-        let t = u64::try_from(Self::tick(&mut inner)).unwrap_or(0);
+        inner.stats_calls += 1;
+        let t = inner.stats_calls;
         let c = inner
             .containers
             .get(id)

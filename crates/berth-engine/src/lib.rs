@@ -1,6 +1,6 @@
 //! berth-engine: runs tasks. A pure decision core ([`decide`]) over plain task state ([`state`]),
 //! the per-task actor that performs its effects ([`actor`]) through the [`runtime::Runtime`] trait,
-//! the one task cleanup ([`cleanup`]), create specs ([`spec`]), the agent's ECS identity and its ARNs
+//! the container restart rule ([`restart`]), the one task cleanup ([`cleanup`]), create specs ([`spec`]), the agent's ECS identity and its ARNs
 //! ([`identity`]), the secret provider seam
 //! ([`secrets`]), the reports people and tools read ([`report`]) and berth's offline pause image
 //! ([`pause_image`]).
@@ -23,6 +23,7 @@ pub mod pause;
 pub mod pause_image;
 pub mod pull;
 pub mod report;
+pub mod restart;
 pub mod runtime;
 pub mod secrets;
 pub mod spec;
@@ -37,4 +38,6 @@ pub use pull::{PullBehavior, PullRecord};
 pub use runtime::{
     ContainerDetails, ContainerInfo, NetworkInfo, Runtime, RuntimeError, RuntimeEvent,
 };
-pub use state::{ContainerState, Health, Millis, Status, StopKind, TaskState, new_task_id};
+pub use state::{
+    ContainerState, Health, Millis, PendingExit, Status, StopKind, TaskState, new_task_id,
+};

@@ -2,7 +2,10 @@
 //! JSON shapes `berth run --output json` prints (and the agent's event stream will serve).
 //!
 //! Events are derived by comparing two snapshots of a task ([`changes`]), so the actor never has to
-//! remember to report a change: whatever changed between two published states is reported.
+//! remember to report a change: whatever changed between two published states is reported. The
+//! exceptions are about Docker calls rather than statuses, and are sent by the effect that makes
+//! the call: pulls, and restarts ([`Report::Restarted`], once per `docker start` of a restart that
+//! succeeded; a restart keeps the container RUNNING, so no status changes).
 
 use crate::state::{Millis, Status, StopKind, TaskState};
 use serde::Serialize;
@@ -57,6 +60,19 @@ pub enum Report {
         image: String,
         phase: PullPhase,
         reason: Option<String>,
+    },
+    /// A container restarted in place under its restart policy, after an exit with `exit_code`;
+    /// `restart_count` counts this restart.
+    Restarted {
+        time: String,
+        task: String,
+        container: String,
+        #[serde(rename = "restartCount")]
+        restart_count: u32,
+        #[serde(rename = "exitCode")]
+        exit_code: Option<i64>,
+        #[serde(rename = "dockerId")]
+        docker_id: String,
     },
     /// Bytes and layers of a pull in progress.
     #[serde(rename = "pullProgress")]

@@ -97,6 +97,19 @@ pub enum Op {
     Create,
     Start,
     Stop,
+    /// `docker start` of the same container after it exited, under its restart policy.
+    Restart,
+}
+
+/// An exit of a container with an enabled restart policy, not judged yet: the container stays
+/// known RUNNING (a restart is not a stop) until the decision core restarts it or settles it
+/// STOPPED ([`crate::restart::judge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingExit {
+    pub exit_code: Option<i64>,
+    /// When it exited (Docker's time).
+    pub at: Millis,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,6 +138,29 @@ pub struct ContainerState {
     pub created_at: Option<Millis>,
     pub started_at: Option<Millis>,
     pub finished_at: Option<Millis>,
+    /// Restarts under the container's `restartPolicy` (ECS `RestartCount`), counted when decided,
+    /// before `docker start`, as ECS counts them. Absent from states saved before berth restarted
+    /// containers, hence the defaults.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restart_count: u32,
+    /// When berth last decided to restart it (ECS `LastRestartAt`): the attempt period counts from
+    /// here once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart_at: Option<Millis>,
+    /// The exit code of the exit that led to the last restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart_exit_code: Option<i64>,
+    /// An exit waiting for the restart rule (see [`PendingExit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_exit: Option<PendingExit>,
+    /// A restart decided and counted whose `docker start` is not confirmed yet: performed (not
+    /// counted again) by the next decision, or by the next agent after a crash.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restart_owed: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ContainerState {
@@ -146,6 +182,11 @@ impl ContainerState {
             created_at: None,
             started_at: None,
             finished_at: None,
+            restart_count: 0,
+            last_restart_at: None,
+            last_restart_exit_code: None,
+            pending_exit: None,
+            restart_owed: false,
         }
     }
 

@@ -2,12 +2,15 @@
 //! known status never decreases, nobody starts before its dependencies hold (a link's target
 //! exists before the linking container is created and runs when it starts), running containers
 //! are stopped only after their dependents (linking containers included), and every task ends.
+//! Some containers have a restart policy (a shortened period, sometimes exit code 0 ignored):
+//! restarts happen only under an enabled policy for an exit code it does not ignore, a restart
+//! keeps the container RUNNING, and a task stopped meanwhile still ends.
 
 mod common;
 
 use berth_engine::decide::{Action, Event, Options};
 use berth_engine::state::{Health, Status, StopKind, TaskState};
-use berth_model::{Condition, Link};
+use berth_model::{Condition, Link, RestartPolicy};
 use common::*;
 use proptest::prelude::*;
 
@@ -20,6 +23,11 @@ struct Script {
     exit: Option<i64>,
     /// Health reported once running.
     health: Option<bool>,
+    /// A restart policy: None = none; Some(true) = enabled, exit code 0 ignored; Some(false) =
+    /// enabled, nothing ignored.
+    restart: Option<bool>,
+    /// Whether the restart's `docker start` succeeds.
+    restart_ok: bool,
 }
 
 fn script() -> impl Strategy<Value = Script> {
@@ -29,14 +37,20 @@ fn script() -> impl Strategy<Value = Script> {
         prop::bool::weighted(0.9),
         prop::option::of(0i64..3),
         prop::option::of(prop::bool::weighted(0.8)),
+        prop::option::of(prop::bool::ANY),
+        prop::bool::weighted(0.9),
     )
-        .prop_map(|(pull_ok, create_ok, start_ok, exit, health)| Script {
-            pull_ok,
-            create_ok,
-            start_ok,
-            exit,
-            health,
-        })
+        .prop_map(
+            |(pull_ok, create_ok, start_ok, exit, health, restart, restart_ok)| Script {
+                pull_ok,
+                create_ok,
+                start_ok,
+                exit,
+                health,
+                restart,
+                restart_ok,
+            },
+        )
 }
 
 fn condition() -> impl Strategy<Value = Condition> {
@@ -45,6 +59,27 @@ fn condition() -> impl Strategy<Value = Condition> {
 
 /// A random acyclic task: container i may depend on and link to only containers before it.
 fn task_strategy() -> impl Strategy<Value = (TaskState, Vec<Script>)> {
+    task_without_policies().prop_map(|(mut s, scripts)| {
+        for (i, sc) in scripts.iter().enumerate() {
+            if let Some(ignore_zero) = sc.restart {
+                s.definition.container_definitions[i].restart_policy = Some(RestartPolicy {
+                    enabled: true,
+                    ignored_exit_codes: if ignore_zero { vec![0] } else { Vec::new() },
+                    restart_attempt_period: 60,
+                });
+            }
+        }
+        (s, scripts)
+    })
+}
+
+/// How many restarts a scripted container exits after again (then it runs until stopped).
+const EXITS_AFTER_RESTART: u32 = 2;
+
+/// The restart period the plays use (each step is 10 ms): some exits come early, some late.
+const PERIOD_MS: u64 = 15;
+
+fn task_without_policies() -> impl Strategy<Value = (TaskState, Vec<Script>)> {
     (1usize..6)
         .prop_flat_map(|n| {
             (
@@ -140,7 +175,11 @@ proptest! {
                 s.request_stop("user", StopKind::Requested);
             }
             let before: Vec<(Status, Status)> = s.containers.iter().map(|c| (c.known, c.desired)).collect();
-            let (effects, _) = s.step(Options::default(), now);
+            let opts = Options {
+                restart_period_override_ms: Some(PERIOD_MS),
+                ..Options::default()
+            };
+            let (effects, _) = s.step(opts, now);
             for (c, (k, d)) in s.containers.iter().zip(&before) {
                 prop_assert!(c.known >= *k, "known went backwards");
                 prop_assert!(c.desired >= *d, "desired went backwards");
@@ -207,6 +246,22 @@ proptest! {
                             }
                         }
                         pending.push(Event::Exited { container: i, exit_code: Some(143), started_at: None, at: now });
+                    }
+                    Action::Restart(i) => {
+                        let c = &s.containers[i];
+                        let policy = s.def(i).restart_policy.clone();
+                        prop_assert!(policy.as_ref().is_some_and(|p| p.enabled), "restarted without a policy");
+                        let code = c.last_restart_exit_code;
+                        prop_assert!(code.is_some_and(|code| policy.is_some_and(|p| !p.ignored_exit_codes.contains(&code))), "restarted after an ignored exit code {code:?}");
+                        prop_assert_eq!(c.known, Status::Running, "a restarted container stays RUNNING");
+                        if scripts[i].restart_ok {
+                            pending.push(Event::Restarted { container: i, at: now });
+                            if c.restart_count <= EXITS_AFTER_RESTART && let Some(code) = scripts[i].exit {
+                                pending.push(Event::Exited { container: i, exit_code: Some(code), started_at: None, at: now + 1 });
+                            }
+                        } else {
+                            pending.push(Event::RestartFailed { container: i, at: now, message: "no".into() });
+                        }
                     }
                     Action::MarkStopped { .. } | Action::StopTask { .. } => {}
                 }

@@ -301,7 +301,13 @@ fn pull_upfront_pulls_every_image_at_once() {
     let a = container("a");
     let b = depends(container("b"), "a", Condition::Success);
     let mut s = state(vec![a, b]);
-    let (effects, _) = s.step(Options { pull_upfront: true }, 0);
+    let (effects, _) = s.step(
+        Options {
+            pull_upfront: true,
+            ..Options::default()
+        },
+        0,
+    );
     assert_eq!(effects, vec![Action::Pull(0), Action::Pull(1)]);
 }
 
@@ -334,4 +340,335 @@ fn a_user_stop_before_anything_ran_ends_without_docker_calls() {
     assert!(effects.is_empty());
     assert!(s.is_finished());
     assert_eq!(s.stopped_reason.as_deref(), Some("stopped by user"));
+}
+
+// ---- Restart policies -------------------------------------------------------------------------
+
+/// A policy with this period (seconds) and these ignored exit codes.
+fn restarting(
+    mut c: berth_model::ContainerDefinition,
+    period: u32,
+    ignored: &[i64],
+) -> berth_model::ContainerDefinition {
+    c.restart_policy = Some(berth_model::RestartPolicy {
+        enabled: true,
+        ignored_exit_codes: ignored.to_vec(),
+        restart_attempt_period: period,
+    });
+    c
+}
+
+/// Container 0 of `s` pulled, created, started at 1 000 ms and running.
+fn running_since_one_second(s: &mut TaskState) {
+    pulled(s, 0);
+    s.apply(&Event::Created {
+        container: 0,
+        docker_id: "id0".into(),
+        at: 500,
+    });
+    s.apply(&Event::Started {
+        container: 0,
+        at: 1_000,
+    });
+}
+
+fn exit_at(i: usize, code: i64, at: i64) -> Event {
+    Event::Exited {
+        container: i,
+        exit_code: Some(code),
+        started_at: None,
+        at,
+    }
+}
+
+/// Every reason a restart policy restarts or keeps a container stopped, judged at `now`.
+#[test]
+fn restart_policy_table() {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Want {
+        Restart,
+        Stopped,
+    }
+    // (policy: Some((enabled, period s, ignored)), exit code, judged at ms, want)
+    type Row = (Option<(bool, u32, &'static [i64])>, i64, i64, Want);
+    let rows: &[Row] = &[
+        (Some((true, 60, &[])), 1, 61_000, Want::Restart),
+        (Some((true, 60, &[])), 0, 61_000, Want::Restart),
+        (Some((true, 60, &[])), 137, 61_000, Want::Restart),
+        (Some((true, 60, &[])), 1, 60_999, Want::Stopped),
+        (Some((true, 60, &[0])), 0, 61_000, Want::Stopped),
+        (Some((true, 60, &[0, 1])), 1, 61_000, Want::Stopped),
+        (Some((true, 300, &[])), 1, 61_000, Want::Stopped),
+        (Some((true, 300, &[])), 1, 301_000, Want::Restart),
+        (Some((false, 60, &[])), 1, 61_000, Want::Stopped),
+        (None, 1, 61_000, Want::Stopped),
+    ];
+    for &(policy, code, now, want) in rows {
+        let mut c = non_essential(container("a"));
+        if let Some((enabled, period, ignored)) = policy {
+            c = restarting(c, period, ignored);
+            if let Some(p) = c.restart_policy.as_mut() {
+                p.enabled = enabled;
+            }
+        }
+        let mut s = state(vec![c, container("b")]);
+        running_since_one_second(&mut s);
+        s.apply(&exit_at(0, code, now - 10));
+        let (effects, _) = s.step(Options::default(), now);
+        let c = &s.containers[0];
+        let got = if effects.contains(&Action::Restart(0)) {
+            assert_eq!(c.known, Status::Running, "a restart is not a stop");
+            assert_eq!(c.restart_count, 1);
+            assert_eq!(c.last_restart_at, Some(now));
+            assert_eq!(c.last_restart_exit_code, Some(code));
+            Want::Restart
+        } else {
+            assert_eq!(c.known, Status::Stopped);
+            assert_eq!(c.exit_code, Some(code));
+            assert_eq!(c.finished_at, Some(now - 10), "Docker's exit time");
+            assert_eq!(c.restart_count, 0);
+            Want::Stopped
+        };
+        assert_eq!(got, want, "policy {policy:?}, exit {code}, judged at {now}");
+    }
+}
+
+#[test]
+fn a_restarted_essential_container_keeps_the_task_and_its_dependents_running() {
+    let web = restarting(container("web"), 60, &[]);
+    let side = depends(container("side"), "web", Condition::Start);
+    let mut s = state(vec![web, side]);
+    running_since_one_second(&mut s);
+    pulled(&mut s, 1);
+    s.apply(&created(1));
+    s.apply(&started(1));
+    s.apply(&exit_at(0, 1, 70_000));
+    let (effects, _) = s.step(Options::default(), 70_001);
+    assert_eq!(effects, vec![Action::Restart(0)]);
+    assert_eq!(s.desired, Status::Running, "the task does not stop");
+    assert_eq!(s.known(), Status::Running);
+    assert_eq!(
+        s.containers[1].desired,
+        Status::Running,
+        "the dependent keeps running"
+    );
+    s.apply(&Event::Restarted {
+        container: 0,
+        at: 70_100,
+    });
+    let (effects, _) = s.step(Options::default(), 70_200);
+    assert!(effects.is_empty(), "{effects:?}");
+    let c = &s.containers[0];
+    assert_eq!(
+        (c.in_flight, c.restart_owed, c.restart_count),
+        (None, false, 1)
+    );
+    // An exit sooner than the period after the restart is not restarted: the task stops as
+    // without a policy.
+    s.apply(&exit_at(0, 1, 100_000));
+    let (effects, _) = s.step(Options::default(), 100_001);
+    assert_eq!(s.containers[0].known, Status::Stopped);
+    assert_eq!(
+        s.stopped_reason.as_deref(),
+        Some("Essential container in task exited")
+    );
+    assert!(
+        matches!(effects.as_slice(), [Action::Stop { container: 1, .. }]),
+        "{effects:?}"
+    );
+    // The die of the first run, replayed by Docker's event stream, changes nothing.
+    let before = s.clone();
+    s.apply(&exit_at(0, 1, 70_000));
+    assert_eq!(s, before);
+}
+
+#[test]
+fn a_stop_during_a_restart_wins() {
+    let mut s = state(vec![restarting(container("web"), 60, &[])]);
+    running_since_one_second(&mut s);
+    s.apply(&exit_at(0, 1, 70_000));
+    let (effects, _) = s.step(Options::default(), 70_001);
+    assert_eq!(effects, vec![Action::Restart(0)]);
+    // The stop comes while `docker start` is in flight: once it answers, the container is stopped.
+    s.request_stop("stopped by user", StopKind::Requested);
+    let (effects, _) = s.step(Options::default(), 70_002);
+    assert!(
+        effects.is_empty(),
+        "nothing while the restart is in flight: {effects:?}"
+    );
+    s.apply(&Event::Restarted {
+        container: 0,
+        at: 70_010,
+    });
+    let (effects, _) = s.step(Options::default(), 70_020);
+    assert!(
+        matches!(effects.as_slice(), [Action::Stop { container: 0, .. }]),
+        "{effects:?}"
+    );
+    s.apply(&exit_at(0, 143, 70_030));
+    let (effects, _) = s.step(Options::default(), 70_040);
+    assert!(effects.is_empty());
+    assert!(s.is_finished());
+    assert_eq!(s.containers[0].exit_code, Some(143));
+}
+
+#[test]
+fn a_stop_before_a_pending_or_owed_restart_is_performed_wins_without_docker_calls() {
+    // Pending: the exit is not judged yet when the stop comes.
+    let mut s = state(vec![restarting(container("web"), 60, &[])]);
+    running_since_one_second(&mut s);
+    s.apply(&exit_at(0, 1, 70_000));
+    s.request_stop("stopped by user", StopKind::Requested);
+    let (effects, _) = s.step(Options::default(), 70_001);
+    assert!(effects.is_empty(), "{effects:?}");
+    assert!(s.is_finished());
+    assert_eq!(s.containers[0].exit_code, Some(1));
+    assert_eq!(s.containers[0].restart_count, 0);
+    // Owed: decided and counted, `docker start` not confirmed (an agent crash in between).
+    let mut s = state(vec![restarting(container("web"), 60, &[])]);
+    running_since_one_second(&mut s);
+    s.apply(&exit_at(0, 1, 70_000));
+    let (effects, _) = s.step(Options::default(), 70_001);
+    assert_eq!(effects, vec![Action::Restart(0)]);
+    s.containers[0].in_flight = None; // what adoption does
+    s.request_stop("stopped by user", StopKind::Requested);
+    let (effects, _) = s.step(Options::default(), 70_002);
+    assert!(effects.is_empty(), "{effects:?}");
+    assert!(s.is_finished());
+    assert_eq!(s.containers[0].exit_code, Some(1));
+    assert_eq!(
+        s.containers[0].restart_count, 1,
+        "counted once, never started"
+    );
+}
+
+#[test]
+fn an_owed_restart_is_performed_once_and_counted_once() {
+    let mut s = state(vec![restarting(container("web"), 60, &[])]);
+    running_since_one_second(&mut s);
+    s.apply(&exit_at(0, 1, 70_000));
+    let (effects, _) = s.step(Options::default(), 70_001);
+    assert_eq!(effects, vec![Action::Restart(0)]);
+    // The agent died before `docker start`; the next one forgets the in-flight operation and
+    // sees Docker's (old) exit again.
+    s.containers[0].in_flight = None;
+    s.apply(&exit_at(0, 1, 70_000));
+    let (effects, _) = s.step(Options::default(), 90_000);
+    assert_eq!(effects, vec![Action::Restart(0)]);
+    let c = &s.containers[0];
+    assert_eq!((c.restart_count, c.last_restart_at), (1, Some(70_001)));
+}
+
+#[test]
+fn a_failed_restart_stops_the_container_with_its_exit_code() {
+    let mut s = state(vec![restarting(container("web"), 60, &[])]);
+    running_since_one_second(&mut s);
+    s.apply(&exit_at(0, 3, 70_000));
+    let (effects, _) = s.step(Options::default(), 70_001);
+    assert_eq!(effects, vec![Action::Restart(0)]);
+    s.apply(&Event::RestartFailed {
+        container: 0,
+        at: 70_002,
+        message: "CannotStartContainerError: restart failed: boom".into(),
+    });
+    let (effects, _) = s.step(Options::default(), 70_003);
+    assert!(effects.is_empty());
+    let c = &s.containers[0];
+    assert_eq!((c.known, c.exit_code), (Status::Stopped, Some(3)));
+    assert_eq!(
+        c.reason.as_deref(),
+        Some("CannotStartContainerError: restart failed: boom")
+    );
+    assert_eq!(
+        s.stopped_reason.as_deref(),
+        Some("Essential container in task exited")
+    );
+    assert!(s.is_finished());
+}
+
+#[test]
+fn complete_and_success_wait_while_the_dependency_is_restarted() {
+    for condition in [Condition::Complete, Condition::Success] {
+        let init = restarting(non_essential(container("init")), 60, &[0]);
+        let web = depends(container("web"), "init", condition);
+        let mut s = state(vec![init, web]);
+        running_since_one_second(&mut s);
+        pulled(&mut s, 1);
+        // Exit 1 after the period: restarted, so web waits.
+        s.apply(&exit_at(0, 1, 70_000));
+        let (effects, _) = s.step(Options::default(), 70_001);
+        assert_eq!(effects, vec![Action::Restart(0)], "{condition:?}");
+        s.apply(&Event::Restarted {
+            container: 0,
+            at: 70_002,
+        });
+        let (effects, _) = s.step(Options::default(), 70_003);
+        assert!(effects.is_empty(), "{condition:?} waits: {effects:?}");
+        // Exit 0 is ignored: init stays STOPPED and web goes on.
+        s.apply(&exit_at(0, 0, 80_000));
+        let (effects, _) = s.step(Options::default(), 80_001);
+        assert_eq!(effects, vec![Action::Create(1)], "{condition:?}");
+    }
+}
+
+#[test]
+fn the_test_override_shortens_the_period() {
+    let mut s = state(vec![restarting(container("web"), 1800, &[])]);
+    running_since_one_second(&mut s);
+    s.apply(&exit_at(0, 1, 3_000));
+    let opts = Options {
+        restart_period_override_ms: Some(2_000),
+        ..Options::default()
+    };
+    let (effects, _) = s.step(opts, 3_001);
+    assert_eq!(effects, vec![Action::Restart(0)]);
+}
+
+#[test]
+fn a_task_saved_before_restart_policies_loads_with_no_restarts() {
+    let s = state(vec![container("web")]);
+    let mut saved = serde_json::to_value(&s).expect("serialize");
+    let c = &saved["containers"][0];
+    for key in [
+        "restartCount",
+        "lastRestartAt",
+        "lastRestartExitCode",
+        "pendingExit",
+        "restartOwed",
+    ] {
+        assert!(
+            c.get(key).is_none(),
+            "{key} is not written while unused: {c}"
+        );
+    }
+    saved["containers"][0]
+        .as_object_mut()
+        .expect("an object")
+        .remove("restartCount");
+    let loaded: TaskState = serde_json::from_value(saved).expect("an older state loads");
+    assert_eq!(loaded.containers[0].restart_count, 0);
+    assert_eq!(loaded, s);
+}
+
+#[test]
+fn dockers_reason_for_an_exit_is_kept_only_when_the_exit_is_not_restarted() {
+    let oom = "OutOfMemoryError: Container killed due to memory usage";
+    for (now, restarted) in [(70_001, true), (30_000, false)] {
+        let mut s = state(vec![restarting(container("web"), 60, &[])]);
+        running_since_one_second(&mut s);
+        s.apply(&exit_at(0, 137, now - 1));
+        s.apply(&Event::ExitReason {
+            container: 0,
+            reason: oom.into(),
+        });
+        let (effects, _) = s.step(Options::default(), now);
+        let c = &s.containers[0];
+        if restarted {
+            assert_eq!(effects, vec![Action::Restart(0)]);
+            assert_eq!(c.reason, None, "the restarted run has no stop reason");
+        } else {
+            assert_eq!(c.known, Status::Stopped);
+            assert_eq!(c.reason.as_deref(), Some(oom));
+        }
+    }
 }

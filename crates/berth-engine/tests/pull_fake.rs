@@ -97,7 +97,10 @@ async fn run_row(
     let (ctx, crx) = mpsc::channel(1);
     let (stx, _srx) = watch::channel(s.clone());
     let config = RunConfig {
-        options: Options { pull_upfront: true },
+        options: Options {
+            pull_upfront: true,
+            ..Options::default()
+        },
         pull_behavior: behavior,
         pull_record: record,
         ..RunConfig::new(std::env::temp_dir())

@@ -191,6 +191,34 @@ pub struct ContainerDefinition {
     /// `firelensConfiguration`: this container is the task's log router.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firelens_configuration: Option<crate::firelens::FirelensConfiguration>,
+    /// `restartPolicy`: whether (and when) the container is restarted in place after it exits.
+    /// None when absent (left out when saved, so states saved before berth read it load alike).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<RestartPolicy>,
+}
+
+/// ECS's default `restartAttemptPeriod`: a container must have run 300 s before it is restarted.
+pub const DEFAULT_RESTART_ATTEMPT_PERIOD: u32 = 300;
+
+/// `restartPolicy`: ECS's container restart policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartPolicy {
+    /// Restarts happen only when true.
+    pub enabled: bool,
+    /// Exit codes after which the container is not restarted (at most 50), as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_exit_codes: Vec<i64>,
+    /// Seconds the container must have run since its start (or its last restart) before an exit
+    /// restarts it (ECS: 60 – 1800, default [`DEFAULT_RESTART_ATTEMPT_PERIOD`]).
+    pub restart_attempt_period: u32,
+}
+
+impl RestartPolicy {
+    /// The policy of a container, when it has one and it is enabled.
+    pub fn enabled_of(container: &ContainerDefinition) -> Option<&RestartPolicy> {
+        container.restart_policy.as_ref().filter(|p| p.enabled)
+    }
 }
 
 /// A `resourceRequirements` entry of type `GPU`.
@@ -274,6 +302,7 @@ impl ContainerDefinition {
             gpu: None,
             repository_credentials: None,
             firelens_configuration: None,
+            restart_policy: None,
         }
     }
 

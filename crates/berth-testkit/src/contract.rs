@@ -17,7 +17,8 @@
 //! checked and removed (idempotently); images present or not, pulled when the registry has them,
 //! a permanent [`RuntimeError::PullFailed`] when it does not; an OOM kill (137) is `oom_killed`
 //! in `inspect` and an ordinary 137 exit is not; an image imported from a root filesystem tar is
-//! present and runs, and importing it again is fine.
+//! present and runs, and importing it again is fine; a container that exited starts again in place
+//! (same id, new `start` and `die` events).
 //!
 //! Limits: listing containers by label is not part of the [`berth_engine::Runtime`] trait (only
 //! `DockerRuntime::list_managed` has it), so the contract checks label filtering through the event
@@ -332,6 +333,39 @@ pub async fn exit_codes<S: Subject>(subject: &S) {
             .await
             .unwrap_or_else(|e| panic!("remove: {e}"));
     }
+}
+
+/// A container that exited starts again in place (what a restart policy does): the same id, a
+/// `start` and a `die` event again, a start time not before the first exit, the new exit code in
+/// `inspect`.
+pub async fn restart_in_place<S: Subject>(subject: &S) {
+    let rt = subject.runtime();
+    let task = berth_engine::new_task_id();
+    let mut events = subscribe(rt, &task).await;
+    let id = create(rt, &spec(subject, &task, "again", Behaviour::Exits(3))).await;
+    start(rt, &id).await;
+    expect_die(&mut events, &id, 3, "the first exit").await;
+    let first = until_exited(rt, &id).await;
+    let first_exit = first.finished_at.expect("a finish time after the exit");
+    start(rt, &id).await;
+    expect_event(
+        &mut events,
+        "the start event of the restart",
+        |e| matches!(e, RuntimeEvent::Start { id: i, .. } if *i == id),
+    )
+    .await;
+    expect_die(&mut events, &id, 3, "the exit after the restart").await;
+    let again = until_exited(rt, &id).await;
+    assert_eq!(again.id, id, "the same container: {again:?}");
+    assert_eq!(again.exit_code, Some(3), "{again:?}");
+    let started = again.started_at.expect("a start time after the restart");
+    assert!(
+        started >= first_exit,
+        "restarted after the first exit: {first:?} then {again:?}"
+    );
+    rt.remove(&id)
+        .await
+        .unwrap_or_else(|e| panic!("remove: {e}"));
 }
 
 /// The memory limit of an [`Behaviour::OutOfMemory`] container: 16 MiB.
@@ -827,6 +861,7 @@ macro_rules! runtime_contract {
             images_and_pulls,
             oom_kill_is_reported,
             import_image,
+            restart_in_place,
         );
     };
     (@each $subject:expr; $($scenario:ident,)*) => {

@@ -485,6 +485,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         cleanup_wait,
         options: Options {
             pull_upfront: args.pull.upfront(),
+            restart_period_override_ms: crate::test_env::restart_period_override()?,
         },
         pull_behavior: args.pull.behavior()?,
         pause_image: args.pull.pause_image.clone(),

@@ -186,7 +186,7 @@ fn or_dash(v: Option<&str>) -> String {
 }
 
 fn print_tasks(tasks: &[TaskView]) {
-    let rows: Vec<[String; 6]> = tasks
+    let rows: Vec<[String; 7]> = tasks
         .iter()
         .map(|t| {
             [
@@ -195,6 +195,11 @@ fn print_tasks(tasks: &[TaskView]) {
                 t.known.to_string(),
                 t.exit_code.map_or("-".into(), |c| c.to_string()),
                 t.containers.len().to_string(),
+                t.containers
+                    .iter()
+                    .map(|c| u64::from(c.restart_count))
+                    .sum::<u64>()
+                    .to_string(),
                 or_dash(t.stopped_reason.as_deref()),
             ]
         })
@@ -202,7 +207,15 @@ fn print_tasks(tasks: &[TaskView]) {
     print!(
         "{}",
         table(
-            &["TASK", "FAMILY", "STATUS", "EXIT", "CONTAINERS", "REASON"],
+            &[
+                "TASK",
+                "FAMILY",
+                "STATUS",
+                "EXIT",
+                "CONTAINERS",
+                "RESTARTS",
+                "REASON"
+            ],
             &rows
         )
     );
@@ -218,7 +231,7 @@ fn print_task(t: &TaskView) {
         t.desired,
         or_dash(t.stopped_reason.as_deref())
     );
-    let rows: Vec<[String; 5]> = t
+    let rows: Vec<[String; 7]> = t
         .containers
         .iter()
         .map(|c| {
@@ -229,6 +242,8 @@ fn print_task(t: &TaskView) {
                 c.docker_id
                     .as_deref()
                     .map_or("-".into(), |d| d.chars().take(12).collect()),
+                c.restart_count.to_string(),
+                or_dash(c.last_restart_at.as_deref()),
                 or_dash(c.reason.as_deref()),
             ]
         })
@@ -236,7 +251,15 @@ fn print_task(t: &TaskView) {
     print!(
         "{}",
         table(
-            &["CONTAINER", "STATUS", "EXIT", "DOCKER ID", "REASON"],
+            &[
+                "CONTAINER",
+                "STATUS",
+                "EXIT",
+                "DOCKER ID",
+                "RESTARTS",
+                "LAST RESTART",
+                "REASON"
+            ],
             &rows
         )
     );

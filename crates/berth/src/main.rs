@@ -18,6 +18,7 @@ mod metrics;
 mod output;
 mod registry_auth;
 mod secrets;
+mod test_env;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;

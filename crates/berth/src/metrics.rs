@@ -8,6 +8,7 @@
 //! | `berth_tasks{status}` | gauge | tasks the agent tracks, by known status (read at scrape time) |
 //! | `berth_tasks_submitted_total` | counter | tasks submitted through the API |
 //! | `berth_container_transitions_total` | counter | container status changes |
+//! | `berth_container_restarts_total` | counter | containers restarted in place under their restart policy |
 //! | `berth_pulls_total` | counter | image pulls finished (done or failed) |
 //! | `berth_pull_failures_total` | counter | image pulls that failed |
 //! | `berth_pull_duration_seconds` | histogram | pull started → done or failed, retries included |
@@ -88,6 +89,7 @@ pub struct Metrics {
     tasks: Family<StatusLabel, Gauge>,
     tasks_submitted: Counter,
     container_transitions: Counter,
+    container_restarts: Counter,
     pulls: Counter,
     pull_failures: Counter,
     pull_duration: Histogram,
@@ -152,6 +154,12 @@ impl Metrics {
             "Container status changes",
             container_transitions.clone(),
         );
+        let container_restarts = Counter::default();
+        registry.register(
+            "container_restarts",
+            "Containers restarted in place under their restart policy",
+            container_restarts.clone(),
+        );
         let pulls = Counter::default();
         registry.register(
             "pulls",
@@ -199,6 +207,7 @@ impl Metrics {
             tasks,
             tasks_submitted,
             container_transitions,
+            container_restarts,
             pulls,
             pull_failures,
             pull_duration,
@@ -282,6 +291,9 @@ impl TaskObserver {
                 {
                     m.task_start.observe(seconds_since(t));
                 }
+            }
+            Report::Restarted { .. } => {
+                m.container_restarts.inc();
             }
             Report::PullProgress { .. } => {}
         }
@@ -469,6 +481,14 @@ mod tests {
             pull_report(PullPhase::Failed),
             task_report(Status::Running),
             task_report(Status::Running),
+            Report::Restarted {
+                time: String::new(),
+                task: "t".into(),
+                container: "c".into(),
+                restart_count: 1,
+                exit_code: Some(1),
+                docker_id: "d".into(),
+            },
         ] {
             obs.observe(&r);
         }
@@ -480,6 +500,7 @@ mod tests {
             "berth_tasks{status=\"RUNNING\"} 1",
             "berth_tasks{status=\"STOPPED\"} 2",
             "berth_tasks_submitted_total 1",
+            "berth_container_restarts_total 1",
             "berth_pulls_total 1",
             "berth_pull_failures_total 1",
             "berth_pull_duration_seconds_count 1",

@@ -173,6 +173,22 @@ fn text_line(r: &Report) -> Option<String> {
                 None => format!("{}  {container}: {image}: {phase}", clock(time)),
             })
         }
+        Report::Restarted {
+            time,
+            container,
+            restart_count,
+            exit_code,
+            ..
+        } => {
+            let after = match exit_code {
+                Some(code) => format!("after exit code {code}"),
+                None => "after an exit".to_string(),
+            };
+            Some(format!(
+                "{}  {container}: restarted {after} (restart {restart_count})",
+                clock(time)
+            ))
+        }
         Report::PullProgress { .. } => None,
     }
 }

@@ -63,6 +63,13 @@ pub struct ContainerView {
     #[serde(deserialize_with = "present")]
     pub docker_id: Option<String>,
     pub docker_name: String,
+    /// Restarts in place under the container's `restartPolicy` (ECS `RestartCount`); 0 from an
+    /// agent that predates restarts.
+    #[serde(default)]
+    pub restart_count: u32,
+    /// When berth last restarted it (RFC 3339), or `null`.
+    #[serde(default)]
+    pub last_restart_at: Option<String>,
 }
 
 /// Where a task's cleanup stands.
@@ -114,6 +121,8 @@ impl TaskView {
                     reason: c.reason.clone(),
                     docker_id: c.docker_id.clone(),
                     docker_name: c.docker_name.clone(),
+                    restart_count: c.restart_count,
+                    last_restart_at: c.last_restart_at.map(report::rfc3339),
                 })
                 .collect(),
             cleanup,
@@ -270,6 +279,8 @@ mod tests {
                     reason: None,
                     docker_id: Some("d0cce7".into()),
                     docker_name: "berth-web-3-app-0123456789ab".into(),
+                    restart_count: 2,
+                    last_restart_at: Some("2026-11-30T01:23:50.000Z".into()),
                 },
                 ContainerView {
                     name: "side".into(),
@@ -279,6 +290,8 @@ mod tests {
                     reason: Some("dependency app can never be met".into()),
                     docker_id: None,
                     docker_name: "berth-web-3-side-0123456789ab".into(),
+                    restart_count: 0,
+                    last_restart_at: None,
                 },
             ],
             cleanup: Some(CleanupView {
@@ -304,10 +317,12 @@ mod tests {
                 "createdAt": "2026-11-30T01:23:45.678Z",
                 "containers": [
                     {"name": "app", "known": "STOPPED", "desired": "STOPPED", "exitCode": 0,
-                     "reason": null, "dockerId": "d0cce7", "dockerName": "berth-web-3-app-0123456789ab"},
+                     "reason": null, "dockerId": "d0cce7", "dockerName": "berth-web-3-app-0123456789ab",
+                     "restartCount": 2, "lastRestartAt": "2026-11-30T01:23:50.000Z"},
                     {"name": "side", "known": "NONE", "desired": "STOPPED", "exitCode": null,
                      "reason": "dependency app can never be met", "dockerId": null,
-                     "dockerName": "berth-web-3-side-0123456789ab"}
+                     "dockerName": "berth-web-3-side-0123456789ab",
+                     "restartCount": 0, "lastRestartAt": null}
                 ],
                 "cleanup": {"refused": null, "attempts": 0, "stoppedAt": "2026-11-30T01:24:00.000Z"}
             }),

@@ -155,6 +155,10 @@ pub struct ContainerResponse {
     pub log_driver: Option<String>,
     #[serde(rename = "LogOptions", skip_serializing_if = "BTreeMap::is_empty")]
     pub log_options: BTreeMap<String, String>,
+    /// Restarts under the container's restart policy; only for a container whose policy is
+    /// enabled, last, as ECS's v4 container response has it (`agent/handlers/v4/response.go`).
+    #[serde(rename = "RestartCount", skip_serializing_if = "Option::is_none")]
+    pub restart_count: Option<u32>,
 }
 
 /// The task (`GET /v4/<id>/task`).
@@ -356,6 +360,7 @@ fn own_container_response(
         volumes,
         log_driver: def.log_driver().map(str::to_string),
         log_options: def.log_options(),
+        restart_count: berth_model::RestartPolicy::enabled_of(def).map(|_| c.restart_count),
     }
 }
 

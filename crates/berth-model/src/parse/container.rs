@@ -15,13 +15,15 @@ use super::json::{Json, has_field, quote};
 use super::relations::{DependencyInfo, LinkInfo, PortInfo};
 use super::rules::{
     CONTAINER, CONTAINER_CPU, ENV_VAR, ENVIRONMENT_FILE, HC_INTERVAL, HC_RETRIES, HC_START_PERIOD,
-    HC_TIMEOUT, HEALTH_CHECK, LOG_CONFIGURATION, MAX_ENVIRONMENT_FILES, MEMORY, MEMORY_RESERVATION,
-    MISSING, NAME_RULE, REPOSITORY_CREDENTIALS, SECRET, TIMEOUT, ULIMIT, ULIMIT_NAMES, valid_name,
+    HC_TIMEOUT, HEALTH_CHECK, LOG_CONFIGURATION, MAX_ENVIRONMENT_FILES, MAX_IGNORED_EXIT_CODES,
+    MEMORY, MEMORY_RESERVATION, MISSING, NAME_RULE, REPOSITORY_CREDENTIALS, RESTART_ATTEMPT_PERIOD,
+    RESTART_POLICY, SECRET, TIMEOUT, ULIMIT, ULIMIT_NAMES, valid_name,
 };
 use crate::secret::{EnvironmentFileLocation, SecretReference};
 use crate::types::{
-    ContainerDefinition, EnvVar, EnvironmentFile, EnvironmentFileType, HealthCheck,
-    LogConfiguration, LogDriver, RepositoryCredentials, Secret, Ulimit,
+    ContainerDefinition, DEFAULT_RESTART_ATTEMPT_PERIOD, EnvVar, EnvironmentFile,
+    EnvironmentFileType, HealthCheck, LogConfiguration, LogDriver, RepositoryCredentials,
+    RestartPolicy, Secret, Ulimit,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -52,6 +54,8 @@ pub(super) struct ContainerInfo {
     /// `dnsSearchDomains`, `extraHosts` (refused in awsvpc mode, where the task's pause container
     /// owns the namespace and its files).
     pub(super) own_network_fields: Vec<(String, &'static str)>,
+    /// Where `restartPolicy` is, when it is present and enabled (for the `dependsOn` checks).
+    pub(super) restart_enabled_path: Option<String>,
 }
 
 impl Checker {
@@ -77,6 +81,7 @@ impl Checker {
             net_sysctl_paths: Vec::new(),
             ipc_sysctls: Vec::new(),
             own_network_fields: Vec::new(),
+            restart_enabled_path: None,
         };
         let Some(object) = self.object(path, v) else {
             return (def, info);
@@ -216,6 +221,12 @@ impl Checker {
                 "resourceRequirements" => def.gpu = self.resource_requirements(p, v),
                 "repositoryCredentials" => {
                     def.repository_credentials = self.repository_credentials(p, v);
+                }
+                "restartPolicy" => {
+                    def.restart_policy = self.restart_policy(p, v);
+                    if def.restart_policy.as_ref().is_some_and(|r| r.enabled) {
+                        info.restart_enabled_path = Some(p.to_owned());
+                    }
                 }
                 "linuxParameters" => {
                     let (lp, linux) = self.linux_parameters(p, v);
@@ -467,6 +478,96 @@ impl Checker {
         Some(RepositoryCredentials {
             credentials_parameter: parameter?,
         })
+    }
+
+    /// `restartPolicy: {"enabled": bool, "ignoredExitCodes": [int], "restartAttemptPeriod": s}`
+    /// with ECS's rules: `enabled` required, at most 50 exit codes, the period 60 – 1800 s
+    /// (default 300). `null` reads as absent.
+    fn restart_policy(&mut self, path: &str, v: &Json) -> Option<RestartPolicy> {
+        if matches!(v, Json::Null) {
+            return None;
+        }
+        let object = self.object(path, v)?;
+        let mut policy = RestartPolicy {
+            enabled: false,
+            ignored_exit_codes: Vec::new(),
+            restart_attempt_period: DEFAULT_RESTART_ATTEMPT_PERIOD,
+        };
+        let (mut ok, mut enabled_seen) = (true, false);
+        for f in self.fields(path, object, &RESTART_POLICY) {
+            let (p, v) = (f.path.as_str(), f.value);
+            match f.key {
+                "enabled" => {
+                    enabled_seen = true;
+                    match self.boolean(p, v) {
+                        Some(b) => policy.enabled = b,
+                        None => ok = false,
+                    }
+                }
+                "ignoredExitCodes" => {
+                    if matches!(v, Json::Null) {
+                        continue;
+                    }
+                    let Some(items) = self.array(p, v) else {
+                        ok = false;
+                        continue;
+                    };
+                    if items.len() > MAX_IGNORED_EXIT_CODES {
+                        self.error(
+                            p,
+                            format!(
+                                "at most {MAX_IGNORED_EXIT_CODES} exit codes may be listed, found {}",
+                                items.len()
+                            ),
+                        );
+                        ok = false;
+                    }
+                    let mut seen: HashMap<i64, String> = HashMap::new();
+                    for (item, ip) in items {
+                        let Some(n) = self.integer(&ip, item) else {
+                            ok = false;
+                            continue;
+                        };
+                        let Ok(code) = i32::try_from(n) else {
+                            self.error(
+                                &ip,
+                                format!("{n} is not an exit code: must be a 32-bit integer"),
+                            );
+                            ok = false;
+                            continue;
+                        };
+                        let code = i64::from(code);
+                        if let Some(first) = seen.get(&code) {
+                            self.warn(
+                                &ip,
+                                format!("exit code {code} is already listed at {first}"),
+                            );
+                            continue;
+                        }
+                        seen.insert(code, ip.clone());
+                        policy.ignored_exit_codes.push(code);
+                    }
+                }
+                "restartAttemptPeriod" => {
+                    if matches!(v, Json::Null) {
+                        continue;
+                    }
+                    match self.bounded_u32(p, v, RESTART_ATTEMPT_PERIOD) {
+                        Some(n) => policy.restart_attempt_period = n,
+                        None => ok = false,
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !enabled_seen {
+            self.error(
+                key_path(path, "enabled"),
+                "missing required field; true to restart the container when it exits, false to keep it stopped",
+            );
+            ok = false;
+        }
+        ok.then_some(policy)
     }
 
     fn health_check(&mut self, path: &str, v: &Json) -> Option<HealthCheck> {

@@ -122,6 +122,18 @@ impl Checker {
                             ),
                         );
                     }
+                    Some(c @ (Condition::Complete | Condition::Success)) => {
+                        if let Some(restart) = &dependency.restart_enabled_path {
+                            self.warn(
+                                condition_path,
+                                format!(
+                                    "{} waits for container {} to stay stopped, but its restartPolicy ({restart}) restarts it after an exit; the condition holds only once an exit is not restarted (an ignored exit code, or an exit before its restartAttemptPeriod)",
+                                    c.as_str(),
+                                    quote(target)
+                                ),
+                            );
+                        }
+                    }
                     _ => {}
                 }
                 let condition = dep.condition.unwrap_or(Condition::Start);

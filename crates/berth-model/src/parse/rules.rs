@@ -111,8 +111,9 @@ pub(super) const CONTAINER: Schema = Schema {
         "resourceRequirements",
         "repositoryCredentials",
         "firelensConfiguration",
+        "restartPolicy",
     ],
-    ignored: &["credentialSpecs", "versionConsistency", "restartPolicy"],
+    ignored: &["credentialSpecs", "versionConsistency"],
     unsupported: &[],
     quiet: &[],
     aws_only: &[],
@@ -125,6 +126,17 @@ pub(super) const ENV_VAR: Schema = Schema {
     quiet: &[],
     aws_only: &[],
 };
+
+pub(super) const RESTART_POLICY: Schema = Schema {
+    known: &["enabled", "ignoredExitCodes", "restartAttemptPeriod"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
+    aws_only: &[],
+};
+
+/// ECS: at most 50 entries in `restartPolicy.ignoredExitCodes`.
+pub(super) const MAX_IGNORED_EXIT_CODES: usize = 50;
 
 pub(super) const REPOSITORY_CREDENTIALS: Schema = Schema {
     known: &["credentialsParameter"],
@@ -560,6 +572,8 @@ pub(super) const TIMEOUT: Bounds = Bounds {
     absurd: Some("24 hours"),
     ..Bounds::new(0, 86_400, " seconds")
 };
+/// ECS's range for `restartPolicy.restartAttemptPeriod`.
+pub(super) const RESTART_ATTEMPT_PERIOD: Bounds = Bounds::new(60, 1800, " seconds");
 pub(super) const HC_INTERVAL: Bounds = Bounds::new(5, 300, " seconds");
 pub(super) const HC_TIMEOUT: Bounds = Bounds::new(2, 60, " seconds");
 pub(super) const HC_RETRIES: Bounds = Bounds::new(1, 10, "");

@@ -2228,3 +2228,125 @@ fn awsvpc_refuses_what_the_task_namespace_owns() {
     assert_eq!(def.pid_mode, Some(crate::PidMode::Task));
     assert_eq!(def.ipc_mode, Some(crate::IpcMode::Task));
 }
+
+#[test]
+fn restart_policy_is_read_with_ecs_defaults() {
+    let parsed = valid(&task(&c(
+        "web",
+        r#""restartPolicy": {"enabled": true, "ignoredExitCodes": [0, 2], "restartAttemptPeriod": 60}"#,
+    )));
+    let policy = parsed.definition.container_definitions[0]
+        .restart_policy
+        .clone()
+        .expect("a policy");
+    assert_eq!(
+        policy,
+        crate::types::RestartPolicy {
+            enabled: true,
+            ignored_exit_codes: vec![0, 2],
+            restart_attempt_period: 60,
+        }
+    );
+    let defaults = valid(&task(&c("web", r#""restartPolicy": {"enabled": true}"#)));
+    let policy = defaults.definition.container_definitions[0]
+        .restart_policy
+        .clone()
+        .expect("a policy");
+    assert_eq!(policy.restart_attempt_period, 300, "ECS's default period");
+    assert!(policy.ignored_exit_codes.is_empty());
+    assert!(defaults.warnings.is_empty(), "{:?}", defaults.warnings);
+    let absent = valid(&task(&c("web", r#""restartPolicy": null"#)));
+    assert_eq!(
+        absent.definition.container_definitions[0].restart_policy,
+        None
+    );
+}
+
+#[test]
+fn restart_policy_problems_name_their_field() {
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""restartPolicy": {"enabled": "yes", "restartAttemptPeriod": 59}"#
+        ))),
+        [
+            "containerDefinitions[0].restartPolicy.enabled: expected a boolean, found a string (\"yes\")",
+            "containerDefinitions[0].restartPolicy.restartAttemptPeriod: must be at least 60 seconds, found 59",
+        ]
+    );
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            r#""restartPolicy": {"restartAttemptPeriod": 1801, "ignoredExitCodes": [1, "2", 4294967296]}"#
+        ))),
+        [
+            "containerDefinitions[0].restartPolicy.enabled: missing required field; true to restart the container when it exits, false to keep it stopped",
+            "containerDefinitions[0].restartPolicy.restartAttemptPeriod: must be at most 1800 seconds, found 1801",
+            "containerDefinitions[0].restartPolicy.ignoredExitCodes[1]: expected an integer, found a string (\"2\")",
+            "containerDefinitions[0].restartPolicy.ignoredExitCodes[2]: 4294967296 is not an exit code: must be a 32-bit integer",
+        ]
+    );
+    let many: Vec<String> = (0..51).map(|n| n.to_string()).collect();
+    assert_eq!(
+        problems(&task(&c(
+            "web",
+            &format!(
+                r#""restartPolicy": {{"enabled": true, "ignoredExitCodes": [{}]}}"#,
+                many.join(",")
+            )
+        ))),
+        [
+            "containerDefinitions[0].restartPolicy.ignoredExitCodes: at most 50 exit codes may be listed, found 51"
+        ]
+    );
+    assert_eq!(
+        warnings(&task(&c(
+            "web",
+            r#""restartPolicy": {"enabled": true, "maxRestarts": 3}"#
+        ))),
+        ["containerDefinitions[0].restartPolicy.maxRestarts: unknown field, ignored"]
+    );
+}
+
+#[test]
+fn restart_policy_warnings() {
+    assert_eq!(
+        warnings(&task(&c(
+            "web",
+            r#""restartPolicy": {"enabled": true, "ignoredExitCodes": [1, 1]}"#
+        ))),
+        [
+            "containerDefinitions[0].restartPolicy.ignoredExitCodes[1]: exit code 1 is already listed at containerDefinitions[0].restartPolicy.ignoredExitCodes[0]"
+        ]
+    );
+    let json = task(&format!(
+        "{}, {}",
+        c(
+            "init",
+            r#""essential": false, "restartPolicy": {"enabled": true}"#
+        ),
+        c(
+            "web",
+            r#""dependsOn": [{"containerName": "init", "condition": "SUCCESS"}]"#
+        )
+    ));
+    assert_eq!(
+        warnings(&json),
+        [
+            "containerDefinitions[1].dependsOn[0].condition: SUCCESS waits for container \"init\" to stay stopped, but its restartPolicy (containerDefinitions[0].restartPolicy) restarts it after an exit; the condition holds only once an exit is not restarted (an ignored exit code, or an exit before its restartAttemptPeriod)"
+        ]
+    );
+    // A disabled policy restarts nothing: no warning.
+    let json = task(&format!(
+        "{}, {}",
+        c(
+            "init",
+            r#""essential": false, "restartPolicy": {"enabled": false}"#
+        ),
+        c(
+            "web",
+            r#""dependsOn": [{"containerName": "init", "condition": "COMPLETE"}]"#
+        )
+    ));
+    assert!(warnings(&json).is_empty());
+}
