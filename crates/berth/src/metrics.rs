@@ -33,8 +33,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use berth_engine::report::{PullPhase, Report, now_ms};
 use berth_engine::runtime::{
-    ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, RegistryAuth, Runtime,
-    RuntimeError, RuntimeEvent,
+    ContainerDetails, ContainerInfo, ContainerSummary, ImageSummary, NetworkInfo, ProgressSink,
+    RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
 };
 use berth_engine::spec::{ContainerSpec, VolumeSpec};
 use berth_engine::{EngineMetrics, Millis, Status, TaskState};
@@ -398,6 +398,17 @@ impl<R: Runtime> Runtime for Timed<R> {
     }
     async fn inspect_network(&self, name: &str) -> Result<NetworkInfo, RuntimeError> {
         self.time("inspect_network", self.inner.inspect_network(name))
+            .await
+    }
+    async fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        self.time("list_images", self.inner.list_images()).await
+    }
+    async fn list_containers(&self) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        self.time("list_containers", self.inner.list_containers())
+            .await
+    }
+    async fn remove_image(&self, image: &str) -> Result<bool, RuntimeError> {
+        self.time("remove_image", self.inner.remove_image(image))
             .await
     }
 }
