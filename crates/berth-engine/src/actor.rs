@@ -26,6 +26,11 @@
 //! store, and every one of those is named in it (containers by their Docker name), so an agent
 //! restarted at any moment adopts them instead of creating or starting anything again.
 //!
+//! Images: with [`RunConfig::images`] the actor leases every image its containers name before it
+//! subscribes, pulls or creates anything (waiting while image cleanup removes one, then pulling it
+//! again per the pull behaviour), records the use, and at the end records the last use of a
+//! finished task and drops the leases (see [`crate::image_use`]).
+//!
 //! Limits: the steps before the loop (subscribing, adoption, volume preparation) and the re-sync
 //! after a broken event stream are awaited inline, each call bounded by the runtime's timeouts, and
 //! are not interrupted by cancellation; it is seen as soon as they end.
@@ -113,6 +118,10 @@ pub struct RunConfig {
     /// The cluster, region and account FireLens's `ecs_cluster` and `ecs_task_arn` record fields
     /// show (the metadata endpoint's). Default: [`crate::Identity::default`].
     pub identity: crate::Identity,
+    /// Image tracking for image cleanup: the actor leases every image the task names from its
+    /// start until it returns and records each use ([`crate::image_use`]). None (the default,
+    /// and `berth run`): nothing is leased or recorded.
+    pub images: Option<crate::image_use::ImageTracking>,
 }
 
 /// Counters the engine keeps for `/metrics` (shared by every task of an agent), and which tasks
@@ -199,6 +208,7 @@ impl RunConfig {
             secrets: Arc::new(secrets::Providers::default()),
             environment_files_dir: None,
             identity: crate::Identity::default(),
+            images: None,
         }
     }
 }
@@ -277,6 +287,9 @@ pub async fn run_task<R: Runtime>(
         publish(&state, &mut published, &reports, &snapshots);
         return state;
     }
+    // Hold every image the task names before anything is pulled or created, so image cleanup
+    // never removes one under it (see `crate::image_use`).
+    let image_leases = hold_images(&config, &state).await;
     // Subscribe before anything is created, so no event of this task can be missed.
     let mut events = subscribe(&*rt, &state.id).await;
     if config.resume {
@@ -414,7 +427,52 @@ pub async fn run_task<R: Runtime>(
         publish(&state, &mut published, &reports, &snapshots);
         tracing::info!(task = %state.id, known = %state.known(), "task actor cancelled; its containers keep running");
     }
+    release_images(&config, &state, image_leases);
     state
+}
+
+/// The images a task's containers name (its pause container's excepted: cleanup never removes a
+/// pause image), each once.
+fn task_images(state: &TaskState) -> Vec<String> {
+    let mut images: Vec<String> = Vec::new();
+    for i in 0..state.containers.len() {
+        if state.is_pause(i) {
+            continue;
+        }
+        let image = &state.def(i).image;
+        if !images.contains(image) {
+            images.push(image.clone());
+        }
+    }
+    images
+}
+
+/// Take a lease on each of the task's images (waiting while cleanup removes one) and record the
+/// use. Nothing when the agent tracks no images.
+async fn hold_images(config: &RunConfig, state: &TaskState) -> Vec<crate::image_use::Lease> {
+    let Some(tracking) = &config.images else {
+        return Vec::new();
+    };
+    let mut leases = Vec::new();
+    for image in task_images(state) {
+        leases.push(tracking.leases.acquire(&image).await);
+        if let Err(e) = tracking.records.used(&image, &state.id, now_ms()) {
+            tracing::warn!(task = %state.id, %image, error = %e, "cannot record the image's use");
+        }
+    }
+    leases
+}
+
+/// A finished task stops using its images now (their last use); the leases go with it.
+fn release_images(config: &RunConfig, state: &TaskState, leases: Vec<crate::image_use::Lease>) {
+    if let (Some(tracking), true) = (&config.images, state.is_finished()) {
+        for image in task_images(state) {
+            if let Err(e) = tracking.records.used(&image, &state.id, now_ms()) {
+                tracing::warn!(task = %state.id, %image, error = %e, "cannot record the image's last use");
+            }
+        }
+    }
+    drop(leases);
 }
 
 /// Fold an effect's result into the state, counting Docker failures.
