@@ -427,7 +427,7 @@ pub async fn run_task<R: Runtime>(
         publish(&state, &mut published, &reports, &snapshots);
         tracing::info!(task = %state.id, known = %state.known(), "task actor cancelled; its containers keep running");
     }
-    release_images(&config, &state, image_leases);
+    release_images(&config, &state, image_leases).await;
     state
 }
 
@@ -456,20 +456,41 @@ async fn hold_images(config: &RunConfig, state: &TaskState) -> Vec<crate::image_
     let mut leases = Vec::new();
     for image in task_images(state) {
         leases.push(tracking.leases.acquire(&image).await);
-        if let Err(e) = tracking.records.used(&image, &state.id, now_ms()) {
-            tracing::warn!(task = %state.id, %image, error = %e, "cannot record the image's use");
-        }
+        record_use(tracking, &image, &state.id).await;
     }
     leases
 }
 
+/// Record a use now, off the async threads (the store commits, an fsync); a failure is logged.
+async fn record_use(tracking: &crate::image_use::ImageTracking, image: &str, task: &str) {
+    let (records, image, task) = (
+        tracking.records.clone(),
+        image.to_string(),
+        task.to_string(),
+    );
+    let at = now_ms();
+    let outcome = tokio::task::spawn_blocking(move || {
+        records
+            .used(&image, &task, at)
+            .map_err(|e| format!("{image}: {e}"))
+    })
+    .await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "cannot record the image's use"),
+        Err(e) => tracing::warn!(error = %e, "cannot record the image's use"),
+    }
+}
+
 /// A finished task stops using its images now (their last use); the leases go with it.
-fn release_images(config: &RunConfig, state: &TaskState, leases: Vec<crate::image_use::Lease>) {
+async fn release_images(
+    config: &RunConfig,
+    state: &TaskState,
+    leases: Vec<crate::image_use::Lease>,
+) {
     if let (Some(tracking), true) = (&config.images, state.is_finished()) {
         for image in task_images(state) {
-            if let Err(e) = tracking.records.used(&image, &state.id, now_ms()) {
-                tracing::warn!(task = %state.id, %image, error = %e, "cannot record the image's last use");
-            }
+            record_use(tracking, &image, &state.id).await;
         }
     }
     drop(leases);

@@ -10,6 +10,7 @@ mod cmd_volume_plugin;
 mod config;
 mod datadir;
 mod identity;
+mod image_gc;
 mod input;
 mod log_policy;
 mod metrics;

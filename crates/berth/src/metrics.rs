@@ -16,6 +16,9 @@
 //! | `berth_docker_errors_total` | counter | Docker calls that failed (the engine counts them) |
 //! | `berth_event_stream_reconnects_total` | counter | Docker event streams re-subscribed |
 //! | `berth_state_save_failures_total` | counter | task-state saves that failed (each retry counts; the task is held meanwhile) |
+//! | `berth_images_removed_total{trigger}` | counter | images image cleanup removed, by trigger (`cycle`, `disk-pressure`, `prune`) |
+//! | `berth_image_bytes_freed_total` | counter | bytes those removals freed (Docker's size of each image) |
+//! | `berth_image_removal_failures_total` | counter | removals that failed or were skipped (a task held the image, Docker refused) |
 //!
 //! Invariants: the registry is built once ([`Metrics::new`]) and only read afterwards; every
 //! update is an atomic operation, so reporting never blocks a task. One [`TaskObserver`] per task
@@ -69,6 +72,11 @@ struct StatusLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerLabel {
+    trigger: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationLabel {
     operation: &'static str,
 }
@@ -92,6 +100,9 @@ pub struct Metrics {
     pull_duration: Histogram,
     task_start: Histogram,
     docker: DockerHistograms,
+    images_removed: Family<TriggerLabel, Counter>,
+    image_bytes_freed: Counter,
+    image_removal_failures: Counter,
 }
 
 /// The engine's own counters, read at scrape time.
@@ -185,8 +196,29 @@ impl Metrics {
             Unit::Seconds,
             docker.clone(),
         );
+        let images_removed = Family::<TriggerLabel, Counter>::default();
+        registry.register(
+            "images_removed",
+            "Images image cleanup removed, by trigger (cycle, disk-pressure, prune)",
+            images_removed.clone(),
+        );
+        let image_bytes_freed = Counter::default();
+        registry.register(
+            "image_bytes_freed",
+            "Bytes image cleanup freed (Docker's size of each removed image)",
+            image_bytes_freed.clone(),
+        );
+        let image_removal_failures = Counter::default();
+        registry.register(
+            "image_removal_failures",
+            "Image removals that failed or were skipped (a task held the image, Docker refused)",
+            image_removal_failures.clone(),
+        );
         registry.register_collector(Box::new(EngineCollector(engine)));
         Metrics {
+            images_removed,
+            image_bytes_freed,
+            image_removal_failures,
             registry,
             tasks,
             tasks_submitted,
@@ -234,6 +266,21 @@ fn seconds_since(from: Millis) -> f64 {
     ms as f64 / 1000.0
 }
 
+impl Metrics {
+    /// One image removed by `trigger`, freeing `bytes`.
+    pub fn image_removed(&self, trigger: &'static str, bytes: u64) {
+        self.images_removed
+            .get_or_create(&TriggerLabel { trigger })
+            .inc();
+        self.image_bytes_freed.inc_by(bytes);
+    }
+
+    /// One image removal that failed or was skipped.
+    pub fn image_removal_failed(&self) {
+        self.image_removal_failures.inc();
+    }
+}
+
 /// Turns one task's reports into metric updates (in the task's report fan-out).
 pub struct TaskObserver {
     metrics: Arc<Metrics>,
@@ -274,7 +321,7 @@ impl TaskObserver {
                     m.task_start.observe(seconds_since(t));
                 }
             }
-            Report::PullProgress { .. } => {}
+            Report::PullProgress { .. } | Report::ImageRemoved { .. } => {}
         }
     }
 }

@@ -173,7 +173,7 @@ fn text_line(r: &Report) -> Option<String> {
                 None => format!("{}  {container}: {image}: {phase}", clock(time)),
             })
         }
-        Report::PullProgress { .. } => None,
+        Report::PullProgress { .. } | Report::ImageRemoved { .. } => None,
     }
 }
 
