@@ -612,3 +612,86 @@ fn disk_pressure_removes_lru_until_below_the_low_threshold_and_prune_dry_run_lis
     assert!(!present(&name("d3")));
     assert!(present(&name("u")));
 }
+
+/// The cleanup keys layer like every other: file, then environment (berth's or ECS's name), then
+/// flags; ECS's variable below ECS's minimum is ignored as ECS ignores it. (No Docker needed.)
+#[test]
+fn cleanup_options_layer_file_environment_flags_with_ecs_names() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("berth.toml");
+    std::fs::write(
+        &cfg,
+        "image-cleanup-interval = \"15m\"\nimages-per-cycle = 3\nimage-cleanup-exclude = [\"keep:1\", \"also:2\"]\nimage-gc-high-threshold = 90\n",
+    )
+    .expect("config");
+    let print = |env: &[(&str, &str)], flags: &[&str]| -> toml::Table {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
+        cmd.args(["agent", "--print-config", "--config"])
+            .arg(&cfg)
+            .args(flags);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("ECS_") || k.contains("IMAGE") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(env.iter().copied());
+        let out = cmd.output().expect("berth runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).parse().expect("TOML")
+    };
+    let t = print(&[], &[]);
+    assert_eq!(t["image-cleanup-interval"].as_str(), Some("15m"), "{t}");
+    assert_eq!(t["images-per-cycle"].as_integer(), Some(3));
+    assert_eq!(
+        t["image-cleanup-exclude"].to_string(),
+        r#"["keep:1", "also:2"]"#
+    );
+    assert_eq!(t["image-gc-high-threshold"].as_integer(), Some(90));
+    assert_eq!(
+        t["image-minimum-cleanup-age"].as_str(),
+        Some("1h"),
+        "ECS's default"
+    );
+    let t = print(
+        &[
+            ("ECS_IMAGE_CLEANUP_INTERVAL", "45m"),
+            ("ECS_NUM_IMAGES_DELETE_PER_CYCLE", "7"),
+            ("ECS_EXCLUDE_UNTRACKED_IMAGE", "a:1,b:2"),
+            ("ECS_IMAGE_MINIMUM_CLEANUP_AGE", "2h"),
+            ("ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP", "true"),
+            ("ECS_DISABLE_IMAGE_CLEANUP", "true"),
+        ],
+        &[],
+    );
+    assert_eq!(t["image-cleanup-interval"].as_str(), Some("45m"), "{t}");
+    assert_eq!(t["images-per-cycle"].as_integer(), Some(7));
+    assert_eq!(t["image-cleanup-exclude"].to_string(), r#"["a:1", "b:2"]"#);
+    assert_eq!(t["image-minimum-cleanup-age"].as_str(), Some("2h"));
+    assert_eq!(t["image-cleanup-untracked"].as_bool(), Some(true));
+    assert_eq!(t["disable-image-cleanup"].as_bool(), Some(true));
+    let t = print(
+        &[("ECS_IMAGE_CLEANUP_INTERVAL", "5m")],
+        &["--images-per-cycle", "1"],
+    );
+    // The file's 15m is not injected while ECS's variable is set; ECS ignores 5m: the default.
+    assert_eq!(t["image-cleanup-interval"].as_str(), Some("30m"), "{t}");
+    assert_eq!(
+        t["images-per-cycle"].as_integer(),
+        Some(1),
+        "flags beat the file"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["agent", "--print-config", "--image-gc-low-threshold", "95"])
+        .output()
+        .expect("berth runs");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--image-gc-low-threshold 95"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
