@@ -117,6 +117,21 @@ impl ControlPlane for Fake {
         self.tasks.lock().expect("lock").len()
     }
 
+    async fn images(&self) -> Result<control::ImagesView, ControlError> {
+        Ok(control::ImagesView::default())
+    }
+
+    async fn prune(&self, dry_run: bool) -> Result<control::PruneResponse, ControlError> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .push(format!("prune dry_run={dry_run}"));
+        Ok(control::PruneResponse {
+            dry_run,
+            ..Default::default()
+        })
+    }
+
     fn degraded(&self) -> Option<control::Degraded> {
         self.degraded.lock().expect("lock").clone()
     }
@@ -236,6 +251,32 @@ async fn the_routes_answer_the_shared_types() {
     let a = call(s, "GET", "/v1/tasks/broken", b"").await;
     assert_eq!(a.status, 500);
     assert_eq!(a.error().error, "state store: disk on fire");
+}
+
+#[tokio::test]
+async fn the_image_routes_answer_and_read_dry_run() {
+    let srv = start().await;
+    let s = &srv.socket;
+    let a = call(s, "GET", "/v1/images", b"").await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.json::<control::ImagesView>(),
+        control::ImagesView::default()
+    );
+    let a = call(s, "POST", "/v1/images/prune?dryRun=true", b"").await;
+    assert_eq!(a.status, 200);
+    assert!(a.json::<control::PruneResponse>().dry_run);
+    let a = call(s, "POST", "/v1/images/prune", b"").await;
+    assert!(!a.json::<control::PruneResponse>().dry_run);
+    let a = call(s, "POST", "/v1/images/prune?dryRun=maybe", b"").await;
+    assert_eq!(a.status, 400);
+    assert!(a.error().error.contains("dryRun"), "{}", a.error().error);
+    assert_eq!(
+        srv.fake.calls.lock().expect("lock").clone(),
+        ["prune dry_run=true", "prune dry_run=false"]
+    );
+    let a = call(s, "GET", "/v1/images/prune", b"").await;
+    assert_eq!(a.status, 405);
 }
 
 #[tokio::test]

@@ -7,8 +7,8 @@
 //! still worth reporting. Docker's zero time (`0001-01-01T00:00:00Z`) means "unset".
 
 use berth_engine::runtime::{
-    BoundPort, ContainerDetails, ContainerInfo, HealthDetails, IpamConfig, MountDetails,
-    NetworkAttachment, NetworkInfo,
+    BoundPort, ContainerDetails, ContainerInfo, HealthDetails, ImageSummary, IpamConfig,
+    MountDetails, NetworkAttachment, NetworkInfo,
 };
 use berth_engine::spec::{LABEL_DATA_DIR, LABEL_TASK};
 use berth_engine::state::{Health, Millis};
@@ -41,6 +41,44 @@ pub(crate) fn managed_of(c: ContainerSummary) -> ManagedContainer {
         name,
         task: labels.remove(LABEL_TASK).unwrap_or_default(),
         data_dir: labels.remove(LABEL_DATA_DIR),
+    }
+}
+
+/// A listed image as the engine's [`ImageSummary`]: Docker's `<none>:<none>` placeholder is not a
+/// name; `Created` is in seconds.
+pub(crate) fn image_of(i: bollard::models::ImageSummary) -> ImageSummary {
+    ImageSummary {
+        id: i.id,
+        repo_tags: i
+            .repo_tags
+            .into_iter()
+            .filter(|t| t != "<none>:<none>" && !t.is_empty())
+            .collect(),
+        size: u64::try_from(i.size).unwrap_or(0),
+        created: i.created.saturating_mul(1000),
+        labels: i.labels.into_iter().collect(),
+    }
+}
+
+/// A listed container (running or not) as the engine's
+/// [`berth_engine::runtime::ContainerSummary`].
+pub(crate) fn listed_of(c: ContainerSummary) -> berth_engine::runtime::ContainerSummary {
+    let running = matches!(
+        c.state,
+        Some(bollard::models::ContainerSummaryStateEnum::RUNNING)
+    );
+    berth_engine::runtime::ContainerSummary {
+        name: c
+            .names
+            .and_then(|n| n.into_iter().next())
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string(),
+        id: c.id.unwrap_or_default(),
+        image: c.image.unwrap_or_default(),
+        image_id: c.image_id.unwrap_or_default(),
+        running,
+        labels: c.labels.unwrap_or_default().into_iter().collect(),
     }
 }
 

@@ -8,12 +8,13 @@
 //! [`crate::pull`]; an image import (`fromSrc=-`) sends its tar and reads the Engine's progress
 //! stream to the end, an error entry in it failing the import. Bodies are built by
 //! [`crate::body`], answers are read by [`crate::inspect`], events come from [`crate::events`].
-//! Also: the list of managed containers and container logs (used by the agent and `berth run`,
+//! Image removal is never forced (an image a container uses stays, as `docker rmi` leaves it).
+//! Also: the list of managed containers, the Engine's data root and container logs (used by the agent and `berth run`,
 //! not part of the trait).
 
 use berth_engine::runtime::{
-    ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, RegistryAuth, Runtime,
-    RuntimeError, RuntimeEvent,
+    ContainerDetails, ContainerInfo, ContainerSummary, ImageSummary, NetworkInfo, ProgressSink,
+    RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
 };
 use berth_engine::spec::{ContainerSpec, LABEL_TASK, VolumeSpec};
 use bollard::Docker;
@@ -32,7 +33,9 @@ use crate::body::{create_body, volume_create_body};
 use crate::connection::{Timeouts, call_on, engine_address, overran, timed, unreachable};
 use crate::errors::translate;
 use crate::events::task_events;
-use crate::inspect::{ManagedContainer, details_of, info_of, managed_of, network_info_of};
+use crate::inspect::{
+    ManagedContainer, details_of, image_of, info_of, listed_of, managed_of, network_info_of,
+};
 use crate::pull::{PullRetry, Pulls, split_reference};
 
 /// An unreachable Engine's error names the address tried and what to check.
@@ -151,6 +154,17 @@ impl DockerRuntime {
             )
             .await?;
         Ok(list.into_iter().map(managed_of).collect())
+    }
+
+    /// The Engine's data root (`docker info` → `DockerRootDir`), where images and containers live:
+    /// the file system image cleanup watches.
+    pub async fn data_root(&self) -> Result<String, RuntimeError> {
+        let info = self
+            .timed("info", "", self.timeouts.call, self.docker.info())
+            .await?;
+        info.docker_root_dir
+            .filter(|d| !d.is_empty())
+            .ok_or_else(|| RuntimeError::Other("docker info reports no DockerRootDir".into()))
     }
 
     /// The log drivers this Engine has: its built-in ones (`docker info` → `Plugins.Log`) and the
@@ -503,6 +517,54 @@ impl Runtime for DockerRuntime {
             }
         };
         serde_json::to_value(sample).map_err(|e| RuntimeError::Other(format!("stats of {id}: {e}")))
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        let opts = bollard::query_parameters::ListImagesOptionsBuilder::default()
+            .all(false)
+            .build();
+        let list = self
+            .timed(
+                "image list",
+                "",
+                self.timeouts.call,
+                self.docker.list_images(Some(opts)),
+            )
+            .await?;
+        Ok(list.into_iter().map(image_of).collect())
+    }
+
+    async fn list_containers(&self) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        let opts = bollard::query_parameters::ListContainersOptionsBuilder::default()
+            .all(true)
+            .build();
+        let list = self
+            .timed(
+                "container list",
+                "",
+                self.timeouts.call,
+                self.docker.list_containers(Some(opts)),
+            )
+            .await?;
+        Ok(list.into_iter().map(listed_of).collect())
+    }
+
+    /// `DELETE /images/{name}` without `force` (and pruning untagged parents, as `docker rmi`
+    /// does): 409 when a container uses it, 404 when it is missing.
+    async fn remove_image(&self, image: &str) -> Result<bool, RuntimeError> {
+        let opts = bollard::query_parameters::RemoveImageOptionsBuilder::default()
+            .force(false)
+            .noprune(false)
+            .build();
+        let answer = self
+            .timed(
+                "image remove",
+                image,
+                self.timeouts.remove,
+                self.docker.remove_image(image, Some(opts), None),
+            )
+            .await?;
+        Ok(answer.iter().any(|item| item.deleted.is_some()))
     }
 
     async fn inspect_network(&self, name: &str) -> Result<NetworkInfo, RuntimeError> {

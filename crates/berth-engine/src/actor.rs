@@ -45,6 +45,11 @@
 //! request to Docker is dropped, the container is marked STOPPED without running), so a stop never
 //! waits for a slow pull.
 //!
+//! Images: with [`RunConfig::images`] the actor leases every image its containers name before it
+//! subscribes, pulls or creates anything (waiting while image cleanup removes one, then pulling it
+//! again per the pull behaviour), records the use, and at the end records the last use of a
+//! finished task and drops the leases (see [`crate::image_use`]).
+//!
 //! Limits: subscribing, adoption (with the metadata files' refresh) and the re-sync after a broken
 //! event stream are awaited inline, each call bounded by the runtime's timeouts, and are not
 //! interrupted by commands or cancellation; they are seen as soon as those calls end. A create,
@@ -137,6 +142,10 @@ pub struct RunConfig {
     /// Write each container's metadata file and mount it (`--container-metadata`, ECS's
     /// `ECS_ENABLE_CONTAINER_METADATA`; see [`crate::container_metadata`]). None: no file.
     pub container_metadata: Option<crate::container_metadata::Settings>,
+    /// Image tracking for image cleanup: the actor leases every image the task names from its
+    /// start until it returns and records each use ([`crate::image_use`]). None (the default,
+    /// and `berth run`): nothing is leased or recorded.
+    pub images: Option<crate::image_use::ImageTracking>,
 }
 
 /// Counters the engine keeps for `/metrics` (shared by every task of an agent), and which tasks
@@ -224,6 +233,7 @@ impl RunConfig {
             environment_files_dir: None,
             identity: crate::Identity::default(),
             container_metadata: None,
+            images: None,
         }
     }
 }
@@ -305,6 +315,9 @@ pub async fn run_task<R: Runtime>(
         publish(&state, &mut published, &reports, &snapshots);
         return state;
     }
+    // Hold every image the task names before anything is pulled or created, so image cleanup
+    // never removes one under it (see `crate::image_use`).
+    let image_leases = hold_images(&config, &state).await;
     // Subscribe before anything is created, so no event of this task can be missed.
     let mut events = subscribe(&*rt, &state.id).await;
     if config.resume {
@@ -483,6 +496,7 @@ pub async fn run_task<R: Runtime>(
         publish(&state, &mut published, &reports, &snapshots);
         tracing::info!(task = %state.id, known = %state.known(), "task actor cancelled; its containers keep running");
     }
+    release_images(&config, &state, image_leases).await;
     state
 }
 
@@ -499,6 +513,71 @@ fn receive(state: &mut TaskState, cmd: Command) -> bool {
             true
         }
     }
+}
+
+/// The images a task's containers name (its pause container's excepted: cleanup never removes a
+/// pause image), each once.
+fn task_images(state: &TaskState) -> Vec<String> {
+    let mut images: Vec<String> = Vec::new();
+    for i in 0..state.containers.len() {
+        if state.is_pause(i) {
+            continue;
+        }
+        let image = &state.def(i).image;
+        if !images.contains(image) {
+            images.push(image.clone());
+        }
+    }
+    images
+}
+
+/// Take a lease on each of the task's images (waiting while cleanup removes one) and record the
+/// use. Nothing when the agent tracks no images.
+async fn hold_images(config: &RunConfig, state: &TaskState) -> Vec<crate::image_use::Lease> {
+    let Some(tracking) = &config.images else {
+        return Vec::new();
+    };
+    let mut leases = Vec::new();
+    for image in task_images(state) {
+        leases.push(tracking.leases.acquire(&image).await);
+        record_use(tracking, &image, &state.id).await;
+    }
+    leases
+}
+
+/// Record a use now, off the async threads (the store commits, an fsync); a failure is logged.
+async fn record_use(tracking: &crate::image_use::ImageTracking, image: &str, task: &str) {
+    let (records, image, task) = (
+        tracking.records.clone(),
+        image.to_string(),
+        task.to_string(),
+    );
+    let at = now_ms();
+    let outcome = tokio::task::spawn_blocking(move || {
+        records
+            .used(&image, &task, at)
+            .map_err(|e| format!("{image}: {e}"))
+    })
+    .await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "cannot record the image's use"),
+        Err(e) => tracing::warn!(error = %e, "cannot record the image's use"),
+    }
+}
+
+/// A finished task stops using its images now (their last use); the leases go with it.
+async fn release_images(
+    config: &RunConfig,
+    state: &TaskState,
+    leases: Vec<crate::image_use::Lease>,
+) {
+    if let (Some(tracking), true) = (&config.images, state.is_finished()) {
+        for image in task_images(state) {
+            record_use(tracking, &image, &state.id).await;
+        }
+    }
+    drop(leases);
 }
 
 /// Fold an effect's result into the state, counting Docker failures.

@@ -23,8 +23,9 @@
 //! dev-dependencies, and for rustdoc: the berth binary does not contain it.
 
 use crate::runtime::{
-    BoundPort, ContainerDetails, ContainerInfo, HealthDetails, IpamConfig, MountDetails,
-    NetworkAttachment, NetworkInfo, RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
+    BoundPort, ContainerDetails, ContainerInfo, ContainerSummary, HealthDetails, ImageSummary,
+    IpamConfig, MountDetails, NetworkAttachment, NetworkInfo, RegistryAuth, Runtime, RuntimeError,
+    RuntimeEvent,
 };
 use crate::spec::{ContainerSpec, LABEL_CONTAINER, LABEL_TASK, MountKind, VolumeSpec};
 use crate::state::Health;
@@ -67,6 +68,8 @@ struct FakeContainer {
 #[derive(Default)]
 struct Inner {
     images: BTreeSet<String>,
+    /// Sizes given with [`FakeRuntime::add_image_sized`] (others list as 1000 bytes).
+    sizes: HashMap<String, u64>,
     pullable: BTreeSet<String>,
     /// Images pullable only with this (username, password).
     private: HashMap<String, (String, String)>,
@@ -102,6 +105,23 @@ impl FakeRuntime {
     /// Make an image present locally.
     pub fn add_image(&self, image: &str) {
         self.lock().images.insert(image.to_string());
+    }
+
+    /// Make an image present locally with this size (what `list_images` reports).
+    pub fn add_image_sized(&self, image: &str, size: u64) {
+        let mut inner = self.lock();
+        inner.images.insert(image.to_string());
+        inner.sizes.insert(image.to_string(), size);
+    }
+
+    /// The images present locally, by name.
+    pub fn images(&self) -> Vec<String> {
+        self.lock().images.iter().cloned().collect()
+    }
+
+    /// The id the fake gives the image named `image` (each name is its own image).
+    pub fn image_id(image: &str) -> String {
+        format!("sha256:fake-{image}")
     }
 
     /// Make an image pullable from a registry.
@@ -473,6 +493,58 @@ impl Runtime for FakeRuntime {
         }
         inner.volumes.remove(name);
         Ok(())
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        let inner = self.lock();
+        Ok(inner
+            .images
+            .iter()
+            .map(|name| ImageSummary {
+                id: Self::image_id(name),
+                repo_tags: vec![name.clone()],
+                size: inner.sizes.get(name).copied().unwrap_or(1000),
+                created: 0,
+                labels: BTreeMap::new(),
+            })
+            .collect())
+    }
+
+    async fn list_containers(&self) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        let inner = self.lock();
+        Ok(inner
+            .containers
+            .iter()
+            .map(|(id, c)| ContainerSummary {
+                id: id.clone(),
+                name: c.spec.name.clone(),
+                image: c.spec.image.clone(),
+                image_id: Self::image_id(&c.spec.image),
+                running: c.running,
+                labels: c.spec.labels.clone(),
+            })
+            .collect())
+    }
+
+    /// By name or by the fake's id; refused (Docker's 409 words) while a container uses it.
+    async fn remove_image(&self, image: &str) -> Result<bool, RuntimeError> {
+        let mut inner = self.lock();
+        inner.calls.push(format!("remove-image {image}"));
+        let name = image
+            .strip_prefix("sha256:fake-")
+            .unwrap_or(image)
+            .to_string();
+        if !inner.images.contains(&name) {
+            return Err(RuntimeError::NotFound(format!("No such image: {image}")));
+        }
+        if let Some((id, _)) = inner.containers.iter().find(|(_, c)| c.spec.image == name) {
+            return Err(RuntimeError::Conflict(format!(
+                "conflict: unable to remove repository reference \"{image}\" (must force) - container {id} is using its referenced image"
+            )));
+        }
+        inner.images.remove(&name);
+        inner.sizes.remove(&name);
+        Ok(true)
     }
 
     async fn events(

@@ -87,6 +87,20 @@ pub enum Report {
         #[serde(rename = "bytesTotal")]
         bytes_total: u64,
     },
+    /// Image cleanup removed an image (the agent's event stream).
+    #[serde(rename = "image-removed")]
+    ImageRemoved {
+        time: String,
+        /// Its first name, or its id when it had none.
+        image: String,
+        #[serde(rename = "imageId")]
+        image_id: String,
+        names: Vec<String>,
+        /// Bytes freed: Docker's size of the image.
+        bytes: u64,
+        /// What removed it: `cycle` (the periodic cleanup), `disk-pressure` or `prune`.
+        trigger: String,
+    },
 }
 
 impl Report {

@@ -162,6 +162,34 @@ pub struct IpamConfig {
     pub gateway: Option<String>,
 }
 
+/// An image the engine has, as its image list shows it (for image cleanup).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ImageSummary {
+    /// The content id, e.g. `sha256:…`.
+    pub id: String,
+    /// Its names (`repository:tag`); empty for an untagged image (Docker's `<none>:<none>` is
+    /// left out).
+    pub repo_tags: Vec<String>,
+    /// Bytes on disk as the engine counts them (layers shared with other images included).
+    pub size: u64,
+    /// When the image was built (Unix milliseconds).
+    pub created: Millis,
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// A container the engine has, running or not, as its container list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerSummary {
+    pub id: String,
+    pub name: String,
+    /// The image as the container was created with it (a name or an id).
+    pub image: String,
+    /// The content id of that image.
+    pub image_id: String,
+    pub running: bool,
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
 /// A container event from the engine's event stream, already filtered to one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuntimeEvent {
@@ -259,6 +287,23 @@ pub trait Runtime: Send + Sync + 'static {
         &self,
         id: &str,
     ) -> impl Future<Output = Result<serde_json::Value, RuntimeError>> + Send;
+
+    // --- For image cleanup.
+
+    /// Every image the engine has.
+    fn list_images(&self) -> impl Future<Output = Result<Vec<ImageSummary>, RuntimeError>> + Send;
+
+    /// Every container the engine has, berth's or not, running or not.
+    fn list_containers(
+        &self,
+    ) -> impl Future<Output = Result<Vec<ContainerSummary>, RuntimeError>> + Send;
+
+    /// Remove one image reference, a name (`repository:tag`) or an id, never forcibly (what
+    /// `docker rmi` does): a name is untagged, and the image itself is deleted once no name is left
+    /// (answers true then, false when only the name went). An image a container uses, running or
+    /// not, is a [`RuntimeError::Conflict`], and so is an id with several names; a missing image
+    /// is [`RuntimeError::NotFound`].
+    fn remove_image(&self, image: &str) -> impl Future<Output = Result<bool, RuntimeError>> + Send;
 
     /// Inspect a network by name (e.g. `bridge`, to find its gateway address).
     fn inspect_network(

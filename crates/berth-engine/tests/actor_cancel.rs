@@ -171,6 +171,23 @@ impl Runtime for Slow {
         )
         .await
     }
+    async fn list_images(&self) -> Result<Vec<berth_engine::runtime::ImageSummary>, RuntimeError> {
+        self.record("list_images".into(), self.inner.list_images())
+            .await
+    }
+    async fn list_containers(
+        &self,
+    ) -> Result<Vec<berth_engine::runtime::ContainerSummary>, RuntimeError> {
+        self.record("list_containers".into(), self.inner.list_containers())
+            .await
+    }
+    async fn remove_image(&self, image: &str) -> Result<bool, RuntimeError> {
+        self.record(
+            format!("remove_image {image}"),
+            self.inner.remove_image(image),
+        )
+        .await
+    }
 }
 
 /// Run the task `a` (runs until stopped) + `b` (its create is slow); cancel as soon as `a` is

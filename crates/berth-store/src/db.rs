@@ -1,8 +1,10 @@
 //! The agent's state store: one redb database file, `DATA_DIR/berth.redb`.
 //!
 //! Tables: `meta` (schema version), `tasks` (task id → JSON [`TaskRecord`]: the whole task state
-//! plus its cleanup state), `images` (image reference → JSON [`ImageRecord`]: images berth pulled,
-//! for the `once` pull behaviour, with pull and last-use times). Every write is one redb
+//! plus its cleanup state), `tracked_images` (image reference in Docker's normal form → JSON
+//! [`TrackedRecord`]: every image berth pulled or a task of berth's used — first and last pull,
+//! last use, Docker's id and size when cleanup last saw it, the tasks that used it — for the `once`
+//! pull behaviour and image cleanup). Every write is one redb
 //! transaction, durable when `commit` returns (redb fsyncs on commit), so a caller that saves before
 //! acting never acts on a change a crash could lose.
 //!
@@ -11,10 +13,13 @@
 //! container transition, whole-task reads at start) needs nothing SQL offers.
 //!
 //! Schema versions: 1 kept bare `TaskState` JSON in `tasks` and had no `images` table (images were in
-//! `pulled-images.json`); 2 wraps tasks in `TaskRecord` and imports that file. [`Store::open`]
-//! migrates older versions in one transaction and refuses newer ones.
+//! `pulled-images.json`); 2 wraps tasks in `TaskRecord` and imports that file into `images`
+//! (reference → pull time); 3 replaces `images` by `tracked_images` (each pulled image becomes a
+//! tracked one, first and last pulled and last used at its pull time). [`Store::open`] migrates
+//! older versions in one transaction and refuses newer ones.
 
 use crate::{ImageRecord, PULLED_IMAGES_FILE, StoreError};
+use berth_engine::image_use::{ImageRecords, TrackedImage, normalize};
 use berth_engine::{Millis, PullRecord, TaskState};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -28,11 +33,13 @@ use crate::writer::Writer;
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "berth.redb";
 /// The schema this berth writes.
-pub const SCHEMA_VERSION: u64 = 2;
+pub const SCHEMA_VERSION: u64 = 3;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+/// Schema 2's pulled images (reference → [`ImageRecord`]); read only to migrate.
 const IMAGES: TableDefinition<&str, &[u8]> = TableDefinition::new("images");
+const TRACKED: TableDefinition<&str, &[u8]> = TableDefinition::new("tracked_images");
 const VERSION_KEY: &str = "schema_version";
 
 /// Where a stopped task's cleanup stands.
@@ -54,6 +61,57 @@ pub struct TaskRecord {
     pub state: TaskState,
     #[serde(default)]
     pub cleanup: Cleanup,
+}
+
+/// One tracked image as the store keeps it (the key is its reference).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrackedRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_pulled: Option<Millis>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pulled: Option<Millis>,
+    pub last_used: Millis,
+    #[serde(default)]
+    pub tasks: Vec<String>,
+}
+
+impl TrackedRecord {
+    fn from_pull(at: Millis) -> Self {
+        TrackedRecord {
+            first_pulled: Some(at),
+            last_pulled: Some(at),
+            last_used: at,
+            ..TrackedRecord::default()
+        }
+    }
+
+    fn to_image(&self, reference: &str) -> TrackedImage {
+        TrackedImage {
+            reference: reference.to_string(),
+            image_id: self.image_id.clone(),
+            size: self.size,
+            first_pulled: self.first_pulled,
+            last_pulled: self.last_pulled,
+            last_used: self.last_used,
+            tasks: self.tasks.clone(),
+        }
+    }
+
+    fn from_image(t: &TrackedImage) -> Self {
+        TrackedRecord {
+            image_id: t.image_id.clone(),
+            size: t.size,
+            first_pulled: t.first_pulled,
+            last_pulled: t.last_pulled,
+            last_used: t.last_used,
+            tasks: t.tasks.clone(),
+        }
+    }
 }
 
 /// The state store. Cheap to share behind an `Arc`; redb serializes writers itself. Task-state
@@ -192,18 +250,34 @@ impl Store {
                             .map_err(|e| err(e.into()))?;
                     }
                 }
-                let mut images = txn.open_table(IMAGES).map_err(|e| err(e.into()))?;
-                // Images recorded by a berth that had no database (pulled-images.json).
-                let legacy = crate::PulledImages::open(data_dir)?;
-                for (image, rec) in legacy.all() {
-                    let bytes = serde_json::to_vec(&rec).map_err(|e| db_err(&self.path, e))?;
-                    images
-                        .insert(image.as_str(), bytes.as_slice())
+                let mut pulled: BTreeMap<String, ImageRecord> = BTreeMap::new();
+                if found == 2 {
+                    // v2 → v3: the pulled images become tracked images.
+                    let images = txn.open_table(IMAGES).map_err(|e| err(e.into()))?;
+                    for entry in images.iter().map_err(|e| err(e.into()))? {
+                        let (k, v) = entry.map_err(|e| err(e.into()))?;
+                        let rec: ImageRecord = serde_json::from_slice(v.value())
+                            .map_err(|e| corrupt(&self.path, k.value(), e))?;
+                        pulled.insert(k.value().to_string(), rec);
+                    }
+                } else {
+                    // Images recorded by a berth that had no database (pulled-images.json).
+                    pulled = crate::PulledImages::open(data_dir)?.all();
+                }
+                let mut tracked = txn.open_table(TRACKED).map_err(|e| err(e.into()))?;
+                for (image, rec) in pulled {
+                    let bytes = serde_json::to_vec(&TrackedRecord::from_pull(rec.pulled_at))
+                        .map_err(|e| db_err(&self.path, e))?;
+                    tracked
+                        .insert(normalize(&image).as_str(), bytes.as_slice())
                         .map_err(|e| err(e.into()))?;
                 }
                 let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
                 meta.insert(VERSION_KEY, SCHEMA_VERSION)
                     .map_err(|e| err(e.into()))?;
+            }
+            if found == 2 {
+                txn.delete_table(IMAGES).map_err(|e| err(e.into()))?;
             }
             txn.commit().map_err(|e| err(e.into()))
         })?;
@@ -296,12 +370,12 @@ impl Store {
         })
     }
 
-    /// Images berth pulled, by reference.
-    pub fn images(&self) -> Result<BTreeMap<String, ImageRecord>, StoreError> {
+    /// Every tracked image, by reference (Docker's normal form).
+    pub fn tracked_images(&self) -> Result<BTreeMap<String, TrackedRecord>, StoreError> {
         let err = |e: redb::Error| self.h.err(e);
         self.h.with(|db| {
             let txn = db.begin_read().map_err(|e| err(e.into()))?;
-            let t = match txn.open_table(IMAGES) {
+            let t = match txn.open_table(TRACKED) {
                 Ok(t) => t,
                 Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
                 Err(e) => return Err(err(e.into())),
@@ -309,18 +383,89 @@ impl Store {
             let mut out = BTreeMap::new();
             for entry in t.iter().map_err(|e| err(e.into()))? {
                 let (k, v) = entry.map_err(|e| err(e.into()))?;
-                if let Ok(rec) = serde_json::from_slice(v.value()) {
-                    out.insert(k.value().to_string(), rec);
-                }
+                let rec = serde_json::from_slice(v.value())
+                    .map_err(|e| corrupt(&self.path, k.value(), e))?;
+                out.insert(k.value().to_string(), rec);
             }
             Ok(out)
         })
     }
 
+    /// One tracked image, if the store has it.
+    pub fn tracked_image(&self, reference: &str) -> Result<Option<TrackedRecord>, StoreError> {
+        let key = normalize(reference);
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_read().map_err(|e| err(e.into()))?;
+            let t = match txn.open_table(TRACKED) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(err(e.into())),
+            };
+            let Some(v) = t.get(key.as_str()).map_err(|e| err(e.into()))? else {
+                return Ok(None);
+            };
+            serde_json::from_slice(v.value())
+                .map(Some)
+                .map_err(|e| corrupt(&self.path, &key, e))
+        })
+    }
+
+    /// Change one tracked image (created, last used at `at`, when absent) in one transaction.
+    pub fn update_image(
+        &self,
+        reference: &str,
+        at: Millis,
+        change: impl FnOnce(&mut TrackedImage),
+    ) -> Result<(), StoreError> {
+        let key = normalize(reference);
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_write().map_err(|e| err(e.into()))?;
+            {
+                let mut t = txn.open_table(TRACKED).map_err(|e| err(e.into()))?;
+                let old: Option<TrackedRecord> =
+                    match t.get(key.as_str()).map_err(|e| err(e.into()))? {
+                        Some(v) => serde_json::from_slice(v.value()).ok(),
+                        None => None,
+                    };
+                let mut image = old
+                    .map(|r| r.to_image(&key))
+                    .unwrap_or_else(|| TrackedImage {
+                        reference: key.clone(),
+                        last_used: at,
+                        ..TrackedImage::default()
+                    });
+                change(&mut image);
+                let bytes = serde_json::to_vec(&TrackedRecord::from_image(&image))
+                    .map_err(|e| db_err(&self.path, e))?;
+                t.insert(key.as_str(), bytes.as_slice())
+                    .map_err(|e| err(e.into()))?;
+            }
+            txn.commit().map_err(|e| err(e.into()))
+        })
+    }
+
+    /// Record a successful pull of `image` at `at`.
     pub fn record_image(&self, image: &str, at: Millis) -> Result<(), StoreError> {
-        let rec = ImageRecord { pulled_at: at };
-        let bytes = serde_json::to_vec(&rec).map_err(|e| db_err(&self.path, e))?;
-        self.put(IMAGES, image, &bytes)
+        self.update_image(image, at, |t| {
+            t.first_pulled.get_or_insert(at);
+            t.last_pulled = Some(at);
+        })
+    }
+
+    /// Forget a tracked image (it was removed).
+    pub fn forget_image(&self, reference: &str) -> Result<(), StoreError> {
+        let key = normalize(reference);
+        let err = |e: redb::Error| self.h.err(e);
+        self.h.with(|db| {
+            let txn = db.begin_write().map_err(|e| err(e.into()))?;
+            {
+                let mut t = txn.open_table(TRACKED).map_err(|e| err(e.into()))?;
+                t.remove(key.as_str()).map_err(|e| err(e.into()))?;
+            }
+            txn.commit().map_err(|e| err(e.into()))
+        })
     }
 }
 
@@ -364,11 +509,37 @@ impl berth_engine::Persist for Store {
 
 impl PullRecord for Store {
     fn pulled_before(&self, image: &str) -> bool {
-        self.images().is_ok_and(|m| m.contains_key(image))
+        self.tracked_image(image)
+            .is_ok_and(|t| t.is_some_and(|t| t.last_pulled.is_some()))
     }
 
     fn record_pull(&self, image: &str) -> Result<(), String> {
         self.record_image(image, berth_engine::report::now_ms())
             .map_err(|e| e.to_string())
+    }
+}
+
+impl ImageRecords for Store {
+    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), String> {
+        self.update_image(image, at, |t| t.note_use(task, at))
+            .map_err(|e| e.to_string())
+    }
+
+    fn tracked(&self) -> Result<Vec<TrackedImage>, String> {
+        self.tracked_images()
+            .map(|m| m.iter().map(|(k, r)| r.to_image(k)).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), String> {
+        self.update_image(reference, berth_engine::report::now_ms(), |t| {
+            t.image_id = Some(image_id.to_string());
+            t.size = Some(size);
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    fn forget(&self, reference: &str) -> Result<(), String> {
+        self.forget_image(reference).map_err(|e| e.to_string())
     }
 }

@@ -1,8 +1,9 @@
 //! berth-store: the agent's persistent state — the only crate that knows the database. (The
 //! volume plugin is its own process and keeps its own state file, in berth-volume.)
 //!
-//! - [`db::Store`]: the agent's embedded database (`DATA_DIR/berth.redb`): tasks and the images
-//!   berth pulled. The actors' task-state saves are group-committed by one writer thread
+//! - [`db::Store`]: the agent's embedded database (`DATA_DIR/berth.redb`): tasks and the tracked
+//!   images (every image berth pulled or a task used: the `once` pull record and image cleanup's
+//!   [`berth_engine::image_use::ImageRecords`]). The actors' task-state saves are group-committed by one writer thread
 //!   (`writer`): every save queued while a commit runs goes into the next transaction. After
 //!   an I/O error (a full disk, an immutable file) redb refuses every transaction until the
 //!   database is reopened; `handle` notes the error, reopens and verifies the database at the next
@@ -20,7 +21,7 @@ pub mod db;
 mod handle;
 mod writer;
 
-pub use db::{Cleanup, Store, TaskRecord};
+pub use db::{Cleanup, Store, TaskRecord, TrackedRecord};
 
 use berth_engine::PullRecord;
 use serde::{Deserialize, Serialize};

@@ -1,12 +1,14 @@
-//! The state store opens files written by older berths (schema 1, hand-written here with redb
-//! directly, as that version wrote them) and refuses newer ones.
+//! The state store opens files written by older berths (schemas 1 and 2, hand-written here with
+//! redb directly, as those versions wrote them) and refuses newer ones; tracked images round-trip.
 
+use berth_engine::image_use::ImageRecords;
 use berth_engine::{PullRecord, TaskState};
 use berth_store::{Store, TaskRecord, db::DB_FILE, db::SCHEMA_VERSION};
 use redb::{Database, TableDefinition};
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+const IMAGES: TableDefinition<&str, &[u8]> = TableDefinition::new("images");
 
 fn task() -> TaskState {
     let def = berth_model::parse(
@@ -77,7 +79,8 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
     let err = Store::open(dir.path()).err().expect("refused");
     let msg = err.to_string();
     assert!(
-        msg.contains("schema version 3") && msg.contains("upgrade berth"),
+        msg.contains(&format!("schema version {}", SCHEMA_VERSION + 1))
+            && msg.contains("upgrade berth"),
         "{msg}"
     );
 }
@@ -97,4 +100,89 @@ fn tasks_round_trip_and_delete() {
     );
     store.delete_task(&rec.state.id).expect("delete");
     assert_eq!(store.get_task(&rec.state.id).expect("get"), None);
+}
+
+/// Schema 2: tasks as `TaskRecord`, pulled images in `images` (reference → `{"pulledAt": ms}`).
+fn write_v2(dir: &std::path::Path) -> TaskState {
+    let state = task();
+    let db = Database::create(dir.join(DB_FILE)).expect("create");
+    let txn = db.begin_write().expect("txn");
+    {
+        let mut meta = txn.open_table(META).expect("meta");
+        meta.insert("schema_version", 2u64).expect("insert");
+        let mut tasks = txn.open_table(TASKS).expect("tasks");
+        let rec = TaskRecord {
+            state: state.clone(),
+            cleanup: Default::default(),
+        };
+        let bytes = serde_json::to_vec(&rec).expect("json");
+        tasks
+            .insert(state.id.as_str(), bytes.as_slice())
+            .expect("insert");
+        let mut images = txn.open_table(IMAGES).expect("images");
+        images
+            .insert("registry.local/app:1", br#"{"pulledAt": 42}"#.as_slice())
+            .expect("insert");
+        images
+            .insert("busybox", br#"{"pulledAt": 7}"#.as_slice())
+            .expect("insert");
+    }
+    txn.commit().expect("commit");
+    state
+}
+
+#[test]
+fn schema_2_pulled_images_become_tracked_images() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = write_v2(dir.path());
+    let store = Store::open(dir.path()).expect("open migrates");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    assert_eq!(store.tasks().expect("tasks")[0].state, state);
+    let tracked = store.tracked_images().expect("tracked");
+    let app = &tracked["registry.local/app:1"];
+    assert_eq!(
+        (app.first_pulled, app.last_pulled, app.last_used),
+        (Some(42), Some(42), 42)
+    );
+    assert!(
+        tracked.contains_key("busybox:latest"),
+        "keys in Docker's normal form: {tracked:?}"
+    );
+    assert!(store.pulled_before("registry.local/app:1"));
+    assert!(store.pulled_before("docker.io/library/busybox:latest"));
+    drop(store);
+    let again = Store::open(dir.path()).expect("reopen");
+    assert_eq!(again.tracked_images().expect("tracked").len(), 2);
+}
+
+#[test]
+fn tracked_images_record_use_identity_and_are_forgotten() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(dir.path()).expect("open");
+    store.used("app:1", "t1", 100).expect("used");
+    assert!(
+        !store.pulled_before("app:1"),
+        "used from the cache, never pulled"
+    );
+    store.record_pull("app:1").expect("pulled");
+    assert!(store.pulled_before("app:1"));
+    store.used("app:1", "t2", 200).expect("used");
+    store
+        .identify("app:1", "sha256:abc", 1234)
+        .expect("identify");
+    let t = store.tracked().expect("tracked");
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].reference, "app:1");
+    assert_eq!(t[0].tasks, ["t1", "t2"]);
+    assert_eq!(
+        (t[0].image_id.as_deref(), t[0].size),
+        (Some("sha256:abc"), Some(1234))
+    );
+    assert!(t[0].last_used >= 200 && t[0].first_pulled.is_some());
+    store.forget("app:1").expect("forget");
+    assert!(store.tracked().expect("tracked").is_empty());
+    assert!(
+        !store.pulled_before("app:1"),
+        "a removed image is pulled again by once"
+    );
 }

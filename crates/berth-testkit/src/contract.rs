@@ -18,7 +18,10 @@
 //! a permanent [`RuntimeError::PullFailed`] when it does not; an OOM kill (137) is `oom_killed`
 //! in `inspect` and an ordinary 137 exit is not; an image imported from a root filesystem tar is
 //! present and runs, and importing it again is fine; a container that exited starts again in place
-//! (same id, new `start` and `die` events).
+//! (same id, new `start` and `die` events);
+//! image cleanup's calls (images and containers
+//! listed, an image a container uses is not removed, a removed one is gone, removing it again is
+//! not found).
 //!
 //! Limits: listing containers by label is not part of the [`berth_engine::Runtime`] trait (only
 //! `DockerRuntime::list_managed` has it), so the contract checks label filtering through the event
@@ -842,6 +845,92 @@ pub async fn import_image<S: Subject>(subject: &S) {
     assert!(present().await, "{image} present after the second import");
 }
 
+/// Image cleanup's calls: an imported image is listed with its name, id and a size; a container
+/// made from it (created, never started) is listed with that image id, and while it exists the
+/// image cannot be removed (conflict, nothing removed); once the container is gone the image is
+/// removed (the answer says it was deleted), is no longer present or listed, and removing it
+/// again is not found.
+pub async fn image_removal<S: Subject>(subject: &S) {
+    let rt = subject.runtime();
+    let rootfs = match berth_engine::pause_image::rootfs_tar() {
+        Ok(tar) => tar,
+        Err(e) => {
+            eprintln!("image_removal skipped: {e}");
+            return;
+        }
+    };
+    let mut changes = berth_engine::pause_image::import_changes();
+    changes.extend(
+        subject
+            .labels()
+            .iter()
+            .map(|(key, value)| format!("LABEL {key}={value}")),
+    );
+    let image = subject.importable_image();
+    rt.import_image(&image, rootfs, changes)
+        .await
+        .unwrap_or_else(|e| panic!("import {image}: {e}"));
+    let listed = rt
+        .list_images()
+        .await
+        .unwrap_or_else(|e| panic!("list images: {e}"));
+    let entry = listed
+        .iter()
+        .find(|i| i.repo_tags.contains(&image))
+        .unwrap_or_else(|| panic!("{image} is listed: {listed:?}"))
+        .clone();
+    assert!(!entry.id.is_empty(), "a listed image has an id");
+    assert!(entry.size > 0, "a listed image has a size: {entry:?}");
+
+    let task = berth_engine::new_task_id();
+    let mut spec = spec(subject, &task, "user", Behaviour::RunsUntilStopped);
+    spec.image = image.clone();
+    spec.cmd = None;
+    let id = create(rt, &spec).await;
+    let containers = rt
+        .list_containers()
+        .await
+        .unwrap_or_else(|e| panic!("list containers: {e}"));
+    let user = containers
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("the created container {id} is listed (not running too)"));
+    assert_eq!(user.image_id, entry.id, "listed with its image's id");
+    assert!(!user.running);
+    match rt.remove_image(&image).await {
+        Err(RuntimeError::Conflict(_)) => {}
+        other => {
+            panic!("removing {image} while a container uses it: expected a conflict, got {other:?}")
+        }
+    }
+    assert!(
+        rt.image_present(&image).await.unwrap_or(false),
+        "a refused removal removes nothing"
+    );
+
+    rt.remove(&id)
+        .await
+        .unwrap_or_else(|e| panic!("remove: {e}"));
+    let deleted = rt
+        .remove_image(&image)
+        .await
+        .unwrap_or_else(|e| panic!("remove image {image}: {e}"));
+    assert!(deleted, "its only name gone, the image itself is deleted");
+    assert!(!rt.image_present(&image).await.unwrap_or(true));
+    let listed = rt
+        .list_images()
+        .await
+        .unwrap_or_else(|e| panic!("list images: {e}"));
+    assert!(
+        !listed.iter().any(|i| i.id == entry.id),
+        "a removed image is no longer listed"
+    );
+    match rt.remove_image(&image).await {
+        Err(RuntimeError::NotFound(_)) => {}
+        other => panic!("removing {image} again: expected not found, got {other:?}"),
+    }
+}
+
 /// One `#[tokio::test]` per contract scenario, each on the subject `$subject` (an expression,
 /// evaluated anew for every test, whose value is a [`Subject`]).
 #[macro_export]
@@ -862,6 +951,7 @@ macro_rules! runtime_contract {
             oom_kill_is_reported,
             import_image,
             restart_in_place,
+            image_removal,
         );
     };
     (@each $subject:expr; $($scenario:ident,)*) => {

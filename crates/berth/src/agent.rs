@@ -117,6 +117,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub container_metadata: crate::container_metadata::ContainerMetadataArgs,
+
+    #[command(flatten)]
+    pub image_gc: crate::image_gc::ImageGcArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -172,6 +175,8 @@ struct Agent {
     /// Every task the agent spawns (each task's report fan-out, its actor and its cleanup) goes
     /// through this tracker, so shutdown can close it and wait for them.
     tracker: TaskTracker,
+    /// Image cleanup (`crate::image_gc`): its leases are given to every actor.
+    image_gc: Arc<crate::image_gc::ImageGc>,
     /// Cancelled on SIGTERM/SIGINT: actors stop acting (containers keep running, the store keeps
     /// their last state) and cleanup waits end, so the tracker drains.
     shutdown: CancellationToken,
@@ -231,6 +236,10 @@ impl Agent {
             environment_files_dir: self.environment_files_dir.clone(),
             identity: self.identity.clone(),
             container_metadata: self.container_metadata.clone(),
+            images: Some(berth_engine::image_use::ImageTracking {
+                leases: self.image_gc.leases.clone(),
+                records: self.store.clone(),
+            }),
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -338,9 +347,62 @@ impl Agent {
         all
     }
 
+    /// (task, image) for every container (pause containers excepted) of every task not yet
+    /// STOPPED: image cleanup keeps these images.
+    fn active_images(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for s in self.snapshots() {
+            if s.known() == berth_engine::Status::Stopped {
+                continue;
+            }
+            for i in 0..s.containers.len() {
+                if !s.is_pause(i) {
+                    out.push((s.id.clone(), s.def(i).image.clone()));
+                }
+            }
+        }
+        out
+    }
+
     fn snapshot(&self, id: &str) -> Option<TaskState> {
         self.tasks().get(id).map(|e| e.snapshot.borrow().clone())
     }
+}
+
+/// Start the image cleanup's cycle and disk trigger (see `crate::image_gc`), unless turned off.
+fn start_image_gc(agent: &Arc<Agent>) {
+    let gc = agent.image_gc.clone();
+    let c = &gc.config;
+    if !c.enabled {
+        tracing::info!(
+            "image cleanup is off (--disable-image-cleanup); `berth images prune` still removes candidates"
+        );
+        return;
+    }
+    let cycle = agent.pull_behavior != PullBehavior::PreferCached;
+    if !cycle {
+        tracing::info!(
+            "pull behavior prefer-cached: the image cleanup cycle is off (as in ECS: the cached images are needed); the disk trigger stays"
+        );
+    }
+    tracing::info!(
+        interval = %humantime::format_duration(c.interval),
+        minimum_age = %humantime::format_duration(Duration::from_millis(u64::try_from(c.settings.minimum_age_ms).unwrap_or(0))),
+        per_cycle = c.settings.per_cycle,
+        exclude = ?c.settings.exclude,
+        untracked = c.settings.untracked,
+        high = c.high,
+        low = c.low,
+        data_root = ?gc.data_root,
+        "image cleanup on"
+    );
+    let tasks = {
+        let agent = agent.clone();
+        move || agent.active_images()
+    };
+    agent
+        .tracker
+        .spawn(gc.run(cycle, tasks, agent.shutdown.child_token()));
 }
 
 /// The reason a degraded agent gives: what fails and what to do.
@@ -478,6 +540,27 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     crate::log_policy::warn_missing(&docker_rt, &log_policy).await;
     let rt = Arc::new(Timed::new(docker_rt, &metrics));
     let (events, _) = broadcast::channel(4096);
+    let pull_behavior = args.pull.behavior()?;
+    let mut pause_images = vec![berth_engine::pause_image::image_name()];
+    pause_images.extend(args.pull.pause_image.clone());
+    let gc_config = args.image_gc.config(&pause_images)?;
+    let data_root = match rt.inner().data_root().await {
+        Ok(root) => Some(PathBuf::from(root)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot learn the Engine's data root: the disk-pressure image cleanup is off");
+            None
+        }
+    };
+    let image_gc = Arc::new(crate::image_gc::ImageGc {
+        rt: rt.clone(),
+        store: store.clone(),
+        leases: berth_engine::image_use::ImageLeases::new(),
+        config: gc_config,
+        data_root,
+        metrics: metrics.clone(),
+        events: events.clone(),
+        busy: tokio::sync::Mutex::new(()),
+    });
     let agent = Arc::new(Agent {
         rt,
         store: store.clone(),
@@ -487,7 +570,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             pull_upfront: args.pull.upfront(),
             restart_period_override_ms: crate::test_env::restart_period_override()?,
         },
-        pull_behavior: args.pull.behavior()?,
+        pull_behavior,
         pause_image: args.pull.pause_image.clone(),
         registry_auth: Arc::new(registry_auth),
         volume_plugin: args.volume_plugin.clone(),
@@ -502,6 +585,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         metrics,
         directory: Arc::new(berth_api::metadata::TaskDirectory::new()),
         metadata: std::sync::OnceLock::new(),
+        image_gc,
         tracker: TaskTracker::new(),
         shutdown: CancellationToken::new(),
     });
@@ -532,6 +616,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         container_metadata = agent.container_metadata.is_some(),
         "berth agent starting"
     );
+
+    start_image_gc(&agent);
 
     // The metadata endpoint (and /metrics) listen before any task starts, so every container
     // created from now on is given its address.

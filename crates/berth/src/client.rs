@@ -1,4 +1,5 @@
-//! The CLI client of `berth agent`: `submit`, `ps`, `inspect`, `stop`, `rm`, `events`, talking
+//! The CLI client of `berth agent`: `submit`, `ps`, `inspect`, `stop`, `rm`, `events`, `images`
+//! (`images prune [--dry-run]`), talking
 //! HTTP/JSON to the agent's control socket (hyper's HTTP/1 client over a Unix stream).
 //!
 //! Every answer is read into the control API's own types (`berth_api::control::types`, the ones the
@@ -7,7 +8,9 @@
 
 use crate::output::{Output, table};
 use anyhow::{Context as _, anyhow, bail};
-use berth_api::control::{Accepted, ErrorBody, EventHead, ListQuery, SubmitResponse, TaskView};
+use berth_api::control::{
+    Accepted, ErrorBody, EventHead, ImagesView, ListQuery, PruneResponse, SubmitResponse, TaskView,
+};
 use berth_engine::Status;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -88,11 +91,133 @@ pub enum ClientCommand {
         #[command(flatten)]
         agent: AgentArgs,
     },
-    /// Follow the agent's events (the same JSON objects as `berth run --output json`).
+    /// Follow the agent's events (the same JSON objects as `berth run --output json`, and
+    /// `image-removed` for every image cleanup removes).
     Events {
         #[command(flatten)]
         agent: AgentArgs,
     },
+    /// List Docker's images with image cleanup's verdict: size, last use, the tasks that used
+    /// each, and whether it is a candidate now or why it stays (candidates first, in removal order).
+    Images {
+        #[command(subcommand)]
+        action: Option<ImagesAction>,
+        #[command(flatten)]
+        agent: GlobalAgentArgs,
+    },
+}
+
+/// [`AgentArgs`] that `berth images prune` takes too.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GlobalAgentArgs {
+    /// The agent's control socket.
+    #[arg(long, global = true, env = "BERTH_API_SOCKET", value_name = "SOCKET", default_value = crate::agent::DEFAULT_API_SOCKET)]
+    pub agent: PathBuf,
+    /// `text` for people (tables), `json` for tools.
+    #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ImagesAction {
+    /// Remove every image that is a cleanup candidate now (each removal is an `image-removed`
+    /// event); exit 1 when one could not be removed.
+    Prune {
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// Bytes for people: `1.5 MB` (decimal units, as Docker shows sizes).
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit < UNITS.len() - 1 {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+fn short_id(id: &str) -> String {
+    id.trim_start_matches("sha256:").chars().take(12).collect()
+}
+
+fn print_images(view: &ImagesView) {
+    let rows: Vec<[String; 6]> = view
+        .images
+        .iter()
+        .map(|i| {
+            [
+                i.names.first().cloned().unwrap_or_else(|| "<none>".into()),
+                short_id(&i.image_id),
+                human_bytes(i.size),
+                if i.tracked {
+                    or_dash(i.last_used.as_deref())
+                } else {
+                    "-".into()
+                },
+                if i.tasks.is_empty() {
+                    "-".into()
+                } else {
+                    i.tasks
+                        .iter()
+                        .map(|t| t.chars().take(12).collect::<String>())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+                if i.candidate {
+                    "candidate".into()
+                } else {
+                    or_dash(i.reason.as_deref())
+                },
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["IMAGE", "ID", "SIZE", "LAST USED", "TASKS", "CLEANUP"],
+            &rows
+        )
+    );
+    for a in &view.absent {
+        println!("tracked but no longer in Docker: {a}");
+    }
+}
+
+fn print_prune(p: &PruneResponse) {
+    for i in &p.images {
+        let name = i
+            .names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| short_id(&i.image_id));
+        match (&i.error, p.dry_run) {
+            (Some(e), _) => println!("not removed {name} ({}): {e}", short_id(&i.image_id)),
+            (None, true) => println!(
+                "would remove {name} ({}, {})",
+                short_id(&i.image_id),
+                human_bytes(i.bytes)
+            ),
+            (None, false) => println!(
+                "removed {name} ({}, {})",
+                short_id(&i.image_id),
+                human_bytes(i.bytes)
+            ),
+        }
+    }
+    if !p.dry_run {
+        println!("freed {}", human_bytes(p.bytes_freed));
+    } else if p.images.is_empty() {
+        println!("no image is a candidate now");
+    }
 }
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
@@ -415,6 +540,34 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
             let mut events = open_events(&agent.agent).await?;
             while let Some(line) = next_line(&mut events).await? {
                 println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ClientCommand::Images {
+            action: None,
+            agent,
+        } => {
+            let (status, answer) = call(&agent.agent, Method::GET, "/v1/images", vec![]).await?;
+            let view: ImagesView = decode(status, &answer)?;
+            match agent.output {
+                Output::Json => print_json(&view),
+                Output::Text => print_images(&view),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ClientCommand::Images {
+            action: Some(ImagesAction::Prune { dry_run }),
+            agent,
+        } => {
+            let path = format!("/v1/images/prune?dryRun={dry_run}");
+            let (status, answer) = call(&agent.agent, Method::POST, &path, vec![]).await?;
+            let pruned: PruneResponse = decode(status, &answer)?;
+            match agent.output {
+                Output::Json => print_json(&pruned),
+                Output::Text => print_prune(&pruned),
+            }
+            if pruned.images.iter().any(|i| i.error.is_some()) {
+                return Ok(ExitCode::FAILURE);
             }
             Ok(ExitCode::SUCCESS)
         }

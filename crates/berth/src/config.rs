@@ -139,6 +139,45 @@ const KEYS: &[Key] = &[
         Kind::Switch,
     ),
     key(
+        "disable-image-cleanup",
+        &["BERTH_DISABLE_IMAGE_CLEANUP", "ECS_DISABLE_IMAGE_CLEANUP"],
+        Kind::Switch,
+    ),
+    key(
+        "image-cleanup-interval",
+        &["BERTH_IMAGE_CLEANUP_INTERVAL", "ECS_IMAGE_CLEANUP_INTERVAL"],
+        Kind::Value,
+    ),
+    key(
+        "image-minimum-cleanup-age",
+        &[
+            "BERTH_IMAGE_MINIMUM_CLEANUP_AGE",
+            "ECS_IMAGE_MINIMUM_CLEANUP_AGE",
+        ],
+        Kind::Value,
+    ),
+    key(
+        "images-per-cycle",
+        &[
+            "BERTH_NUM_IMAGES_DELETE_PER_CYCLE",
+            "ECS_NUM_IMAGES_DELETE_PER_CYCLE",
+        ],
+        Kind::Value,
+    ),
+    key(
+        "image-cleanup-exclude",
+        &["BERTH_IMAGE_CLEANUP_EXCLUDE", "ECS_EXCLUDE_UNTRACKED_IMAGE"],
+        Kind::List,
+    ),
+    key(
+        "image-cleanup-untracked",
+        &[
+            "BERTH_IMAGE_CLEANUP_UNTRACKED",
+            "ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP",
+        ],
+        Kind::Switch,
+    ),
+    key(
         "host-private-ipv4-address",
         &["BERTH_HOST_PRIVATE_IPV4_ADDRESS"],
         Kind::Value,
@@ -148,6 +187,14 @@ const KEYS: &[Key] = &[
         &["BERTH_HOST_PUBLIC_IPV4_ADDRESS"],
         Kind::Value,
     ),
+    key(
+        "untracked-image-minimum-cleanup-age",
+        &["NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE"],
+        Kind::Value,
+    ),
+    key("image-gc-high-threshold", &[], Kind::Value),
+    key("image-gc-low-threshold", &[], Kind::Value),
+    key("image-gc-check-interval", &[], Kind::Value),
 ];
 
 /// The log driver keys: every subcommand that resolves task definitions takes them, so
@@ -203,6 +250,19 @@ const AGENT_ONLY: &[(&str, &str)] = &[
     crate::identity::KEYS[4],
     ("metadata-rate-limit", "metadata-rate-limit"),
     ("log-format", "log-format"),
+    ("disable-image-cleanup", "disable-image-cleanup"),
+    ("image-cleanup-interval", "image-cleanup-interval"),
+    ("image-minimum-cleanup-age", "image-minimum-cleanup-age"),
+    ("images-per-cycle", "images-per-cycle"),
+    ("image-cleanup-exclude", "image-cleanup-exclude"),
+    ("image-cleanup-untracked", "image-cleanup-untracked"),
+    (
+        "untracked-image-minimum-cleanup-age",
+        "untracked-image-minimum-cleanup-age",
+    ),
+    ("image-gc-high-threshold", "image-gc-high-threshold"),
+    ("image-gc-low-threshold", "image-gc-low-threshold"),
+    ("image-gc-check-interval", "image-gc-check-interval"),
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
@@ -214,7 +274,7 @@ fn keys_of(subcommand: &str) -> Vec<(&'static str, &'static str)> {
         "run" => &[RUN],
         "validate" => &[VALIDATE],
         "gc" => &[GC],
-        "submit" | "ps" | "inspect" | "stop" | "rm" | "events" => &[CLIENT],
+        "submit" | "ps" | "inspect" | "stop" | "rm" | "events" | "images" => &[CLIENT],
         "logs" => &[LOGS],
         _ => &[],
     };
@@ -430,6 +490,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     args.secrets.put_toml(&mut t);
     args.registry.put(&mut t);
     args.container_metadata.put(&mut t);
+    args.image_gc.config(&[])?.put_toml(&mut t);
     Ok(toml::to_string(&t)?)
 }
 

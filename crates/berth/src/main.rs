@@ -12,6 +12,7 @@ mod container_metadata;
 mod datadir;
 mod docker_timeouts;
 mod identity;
+mod image_gc;
 mod input;
 mod log_policy;
 mod metrics;

@@ -18,6 +18,9 @@
 //! | `berth_docker_errors_total` | counter | Docker calls that failed (the engine counts them) |
 //! | `berth_event_stream_reconnects_total` | counter | Docker event streams re-subscribed |
 //! | `berth_state_save_failures_total` | counter | task-state saves that failed (each retry counts; the task is held meanwhile) |
+//! | `berth_images_removed_total{trigger}` | counter | images image cleanup removed, by trigger (`cycle`, `disk-pressure`, `prune`) |
+//! | `berth_image_bytes_freed_total` | counter | bytes those removals freed (Docker's size of each image) |
+//! | `berth_image_removal_failures_total` | counter | removals that failed or were skipped (a task held the image, Docker refused) |
 //!
 //! Invariants: the registry is built once ([`Metrics::new`]) and only read afterwards; every
 //! update is an atomic operation, so reporting never blocks a task. One [`TaskObserver`] per task
@@ -35,8 +38,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use berth_engine::report::{PullPhase, Report, now_ms};
 use berth_engine::runtime::{
-    ContainerDetails, ContainerInfo, NetworkInfo, ProgressSink, RegistryAuth, Runtime,
-    RuntimeError, RuntimeEvent,
+    ContainerDetails, ContainerInfo, ContainerSummary, ImageSummary, NetworkInfo, ProgressSink,
+    RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
 };
 use berth_engine::spec::{ContainerSpec, VolumeSpec};
 use berth_engine::{EngineMetrics, Millis, Status, TaskState};
@@ -71,6 +74,11 @@ struct StatusLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerLabel {
+    trigger: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationLabel {
     operation: &'static str,
 }
@@ -96,6 +104,9 @@ pub struct Metrics {
     task_start: Histogram,
     docker: DockerHistograms,
     docker_timeouts: Family<OperationLabel, Counter>,
+    images_removed: Family<TriggerLabel, Counter>,
+    image_bytes_freed: Counter,
+    image_removal_failures: Counter,
 }
 
 /// The engine's own counters, read at scrape time.
@@ -201,8 +212,29 @@ impl Metrics {
             "Docker Engine calls that did not answer within their limit, by operation",
             docker_timeouts.clone(),
         );
+        let images_removed = Family::<TriggerLabel, Counter>::default();
+        registry.register(
+            "images_removed",
+            "Images image cleanup removed, by trigger (cycle, disk-pressure, prune)",
+            images_removed.clone(),
+        );
+        let image_bytes_freed = Counter::default();
+        registry.register(
+            "image_bytes_freed",
+            "Bytes image cleanup freed (Docker's size of each removed image)",
+            image_bytes_freed.clone(),
+        );
+        let image_removal_failures = Counter::default();
+        registry.register(
+            "image_removal_failures",
+            "Image removals that failed or were skipped (a task held the image, Docker refused)",
+            image_removal_failures.clone(),
+        );
         registry.register_collector(Box::new(EngineCollector(engine)));
         Metrics {
+            images_removed,
+            image_bytes_freed,
+            image_removal_failures,
             registry,
             tasks,
             tasks_submitted,
@@ -252,6 +284,21 @@ fn seconds_since(from: Millis) -> f64 {
     ms as f64 / 1000.0
 }
 
+impl Metrics {
+    /// One image removed by `trigger`, freeing `bytes`.
+    pub fn image_removed(&self, trigger: &'static str, bytes: u64) {
+        self.images_removed
+            .get_or_create(&TriggerLabel { trigger })
+            .inc();
+        self.image_bytes_freed.inc_by(bytes);
+    }
+
+    /// One image removal that failed or was skipped.
+    pub fn image_removal_failed(&self) {
+        self.image_removal_failures.inc();
+    }
+}
+
 /// Turns one task's reports into metric updates (in the task's report fan-out).
 pub struct TaskObserver {
     metrics: Arc<Metrics>,
@@ -295,7 +342,7 @@ impl TaskObserver {
             Report::Restarted { .. } => {
                 m.container_restarts.inc();
             }
-            Report::PullProgress { .. } => {}
+            Report::PullProgress { .. } | Report::ImageRemoved { .. } => {}
         }
     }
 }
@@ -429,6 +476,17 @@ impl<R: Runtime> Runtime for Timed<R> {
     }
     async fn inspect_network(&self, name: &str) -> Result<NetworkInfo, RuntimeError> {
         self.time("inspect_network", self.inner.inspect_network(name))
+            .await
+    }
+    async fn list_images(&self) -> Result<Vec<ImageSummary>, RuntimeError> {
+        self.time("list_images", self.inner.list_images()).await
+    }
+    async fn list_containers(&self) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        self.time("list_containers", self.inner.list_containers())
+            .await
+    }
+    async fn remove_image(&self, image: &str) -> Result<bool, RuntimeError> {
+        self.time("remove_image", self.inner.remove_image(image))
             .await
     }
 }

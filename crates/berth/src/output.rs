@@ -189,7 +189,7 @@ fn text_line(r: &Report) -> Option<String> {
                 clock(time)
             ))
         }
-        Report::PullProgress { .. } => None,
+        Report::PullProgress { .. } | Report::ImageRemoved { .. } => None,
     }
 }
 

@@ -57,6 +57,9 @@ pub enum ControlError {
     /// The route exists but not with this method.
     #[error("{method} is not allowed on {path}")]
     MethodNotAllowed { method: String, path: String },
+    /// The Docker Engine failed a call the route needs (its message).
+    #[error("docker: {message}")]
+    Runtime { message: String },
     /// The request target is longer than the limit.
     #[error("the request URI is longer than {limit} bytes")]
     UriTooLong { limit: usize },
@@ -81,6 +84,7 @@ impl ControlError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ControlError::Degraded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ControlError::Runtime { .. } => StatusCode::BAD_GATEWAY,
             ControlError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ControlError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ControlError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,

@@ -7,7 +7,10 @@
 //! plane is only ever given valid definitions.
 
 use super::error::ControlError;
-use super::types::{Accepted, Health, HealthStatus, ListQuery, SubmitResponse, TaskView};
+use super::types::{
+    Accepted, Health, HealthStatus, ImagesView, ListQuery, PruneQuery, PruneResponse,
+    SubmitResponse, TaskView,
+};
 use super::{ControlPlane, Phase};
 use axum::Json;
 use axum::body::Bytes;
@@ -113,6 +116,22 @@ pub async fn submit<C: ControlPlane>(
     warnings.extend(submitted.warnings);
     let task = submitted.task;
     Ok((StatusCode::CREATED, Json(SubmitResponse { task, warnings })).into_response())
+}
+
+/// `GET /v1/images`.
+pub async fn images<C: ControlPlane>(
+    State(plane): State<Arc<C>>,
+) -> Result<Json<ImagesView>, ControlError> {
+    Ok(Json(plane.images().await?))
+}
+
+/// `POST /v1/images/prune[?dryRun=true]`.
+pub async fn prune<C: ControlPlane>(
+    State(plane): State<Arc<C>>,
+    query: Result<Query<PruneQuery>, QueryRejection>,
+) -> Result<Json<PruneResponse>, ControlError> {
+    let Query(q) = query.map_err(|r| bad_request(r.body_text()))?;
+    Ok(Json(plane.prune(q.dry_run).await?))
 }
 
 /// `GET /v1/tasks[?status=&family=]`.

@@ -21,7 +21,8 @@ pub use error::ControlError;
 pub use router::{BindError, OwnSocket, bind, router, serve, serve_with_limits};
 pub use types::{
     Accepted, CleanupView, ContainerView, Degraded, ErrorBody, EventHead, Health, HealthStatus,
-    ListQuery, SubmitResponse, TaskView,
+    ImageView, ImagesView, ListQuery, PruneQuery, PruneResponse, PrunedImage, SubmitResponse,
+    TaskView,
 };
 
 use berth_engine::Status;
@@ -96,6 +97,16 @@ pub trait ControlPlane: Send + Sync + 'static {
 
     /// How many tasks the agent tracks.
     fn task_count(&self) -> usize;
+
+    /// Docker's images with image cleanup's verdict on each (`GET /v1/images`).
+    fn images(&self) -> impl Future<Output = Result<ImagesView, ControlError>> + Send;
+
+    /// Remove every image that is a cleanup candidate now, or with `dry_run` only say which
+    /// (`POST /v1/images/prune`).
+    fn prune(
+        &self,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<PruneResponse, ControlError>> + Send;
 
     /// Why the agent cannot work safely now (its state store cannot be written), or `None`.
     /// `GET /v1/health` reports it (503).

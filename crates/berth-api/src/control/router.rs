@@ -10,6 +10,8 @@
 //! | `POST /v1/tasks/{id}/stop`   | [`handlers::stop`]         |
 //! | `GET /v1/events`             | [`handlers::events`]       |
 //! | `GET /v1/health`             | [`handlers::health`]       |
+//! | `GET /v1/images`             | [`handlers::images`]       |
+//! | `POST /v1/images/prune`      | [`handlers::prune`]        |
 //!
 //! Invariants: the limits are checked before routing, so every refusal is a JSON
 //! [`ControlError`]; they are below hyper's own (a 64 KiB URI, a 64 KiB head — the read buffer of
@@ -53,6 +55,8 @@ pub fn router<C: ControlPlane>(plane: Arc<C>) -> Router {
         .route("/v1/tasks/{id}/stop", post(handlers::stop::<C>))
         .route("/v1/events", get(handlers::events::<C>))
         .route("/v1/health", get(handlers::health::<C>))
+        .route("/v1/images", get(handlers::images::<C>))
+        .route("/v1/images/prune", post(handlers::prune::<C>))
         .fallback(handlers::no_route)
         .method_not_allowed_fallback(handlers::wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))

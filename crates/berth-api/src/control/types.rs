@@ -444,3 +444,70 @@ mod tests {
         assert!(!head.is_task_stopped("ab"));
     }
 }
+
+/// One image as `GET /v1/images` shows it: what Docker has, what berth tracks, and whether image
+/// cleanup would remove it now (`candidate`) or why not (`reason`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageView {
+    pub image_id: String,
+    /// Docker's names of the image (`repository:tag`); empty for an untagged image.
+    pub names: Vec<String>,
+    pub size: u64,
+    /// berth pulled it or a task of berth's used it.
+    pub tracked: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_pulled: Option<String>,
+    /// Last use (tracked), or when Docker created it (untracked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used: Option<String>,
+    /// Tasks that used it, most recent last.
+    #[serde(default)]
+    pub tasks: Vec<String>,
+    /// `berth images prune` would remove it now.
+    pub candidate: bool,
+    /// Why it stays, when it is not a candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `GET /v1/images`: Docker's images, candidates first in removal order; tracked references
+/// Docker no longer has.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImagesView {
+    pub images: Vec<ImageView>,
+    #[serde(default)]
+    pub absent: Vec<String>,
+}
+
+/// The query of `POST /v1/images/prune`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneQuery {
+    /// Only say what would be removed.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// One image a prune removed (or would remove, or failed to).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrunedImage {
+    pub image_id: String,
+    pub names: Vec<String>,
+    /// Bytes freed (Docker's size of the image); the image's size in a dry run.
+    pub bytes: u64,
+    /// Why it was not removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `POST /v1/images/prune`'s answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneResponse {
+    pub dry_run: bool,
+    pub images: Vec<PrunedImage>,
+    pub bytes_freed: u64,
+}

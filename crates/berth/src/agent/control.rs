@@ -9,7 +9,8 @@
 
 use super::Agent;
 use berth_api::control::{
-    CleanupView, ControlError, ControlPlane, Degraded, Phase, Submitted, TaskView,
+    CleanupView, ControlError, ControlPlane, Degraded, ImagesView, Phase, PruneResponse, Submitted,
+    TaskView,
 };
 use berth_engine::report::now_ms;
 use berth_engine::{Command, Status, TaskState};
@@ -30,7 +31,41 @@ fn cleanup_view(c: &berth_store::Cleanup) -> CleanupView {
     CleanupView::new(c.refused.clone(), c.attempts, c.stopped_at)
 }
 
+fn runtime_error(e: berth_engine::RuntimeError) -> ControlError {
+    ControlError::Runtime {
+        message: e.to_string(),
+    }
+}
+
 impl ControlPlane for Control {
+    async fn images(&self) -> Result<ImagesView, ControlError> {
+        let agent = &self.0;
+        let pass = agent
+            .image_gc
+            .pass(
+                berth_engine::image_gc::Mode::Prune,
+                agent.active_images(),
+                true,
+            )
+            .await
+            .map_err(runtime_error)?;
+        Ok(crate::image_gc::images_view(&pass.plan))
+    }
+
+    async fn prune(&self, dry_run: bool) -> Result<PruneResponse, ControlError> {
+        let agent = &self.0;
+        let pass = agent
+            .image_gc
+            .pass(
+                berth_engine::image_gc::Mode::Prune,
+                agent.active_images(),
+                dry_run,
+            )
+            .await
+            .map_err(runtime_error)?;
+        Ok(crate::image_gc::prune_response(&pass, dry_run))
+    }
+
     async fn submit(&self, mut definition: TaskDefinition) -> Result<Submitted, ControlError> {
         let agent = &self.0;
         // This host's log drivers, decided once: the stored definition is what Docker is given,
