@@ -274,7 +274,8 @@ impl TaskObserver {
                     m.task_start.observe(seconds_since(t));
                 }
             }
-            Report::PullProgress { .. } => {}
+            // Counted in berth_docker_errors_total by the engine.
+            Report::PullProgress { .. } | Report::StopFailed { .. } => {}
         }
     }
 }
