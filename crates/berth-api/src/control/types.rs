@@ -63,6 +63,23 @@ pub struct ContainerView {
     #[serde(deserialize_with = "present")]
     pub docker_id: Option<String>,
     pub docker_name: String,
+    /// The last failed stop's error (`CannotStopContainerError: …`), `null` when no stop failed.
+    /// While the container is RUNNING with desired STOPPED, the stop is retried; once it is
+    /// STOPPED the error stays as history.
+    #[serde(deserialize_with = "present")]
+    pub stop_error: Option<String>,
+    /// Failed stops in a row since the stop was last asked for.
+    pub stop_failures: u32,
+    /// When the failed stop is sent again (RFC 3339), `null` when none is waiting.
+    #[serde(deserialize_with = "present")]
+    pub stop_retry_at: Option<String>,
+}
+
+impl ContainerView {
+    /// Docker still runs the container although it is to stop (desired STOPPED, known RUNNING).
+    pub fn stopping(&self) -> bool {
+        self.desired == Status::Stopped && self.known == Status::Running
+    }
 }
 
 /// Where a task's cleanup stands.
@@ -114,6 +131,9 @@ impl TaskView {
                     reason: c.reason.clone(),
                     docker_id: c.docker_id.clone(),
                     docker_name: c.docker_name.clone(),
+                    stop_error: c.stop_error.clone(),
+                    stop_failures: c.stop_failures,
+                    stop_retry_at: c.stop_retry_at.map(report::rfc3339),
                 })
                 .collect(),
             cleanup,
@@ -270,6 +290,9 @@ mod tests {
                     reason: None,
                     docker_id: Some("d0cce7".into()),
                     docker_name: "berth-web-3-app-0123456789ab".into(),
+                    stop_error: Some("CannotStopContainerError: refused".into()),
+                    stop_failures: 1,
+                    stop_retry_at: None,
                 },
                 ContainerView {
                     name: "side".into(),
@@ -279,6 +302,9 @@ mod tests {
                     reason: Some("dependency app can never be met".into()),
                     docker_id: None,
                     docker_name: "berth-web-3-side-0123456789ab".into(),
+                    stop_error: None,
+                    stop_failures: 0,
+                    stop_retry_at: None,
                 },
             ],
             cleanup: Some(CleanupView {
@@ -304,10 +330,13 @@ mod tests {
                 "createdAt": "2026-11-30T01:23:45.678Z",
                 "containers": [
                     {"name": "app", "known": "STOPPED", "desired": "STOPPED", "exitCode": 0,
-                     "reason": null, "dockerId": "d0cce7", "dockerName": "berth-web-3-app-0123456789ab"},
+                     "reason": null, "dockerId": "d0cce7", "dockerName": "berth-web-3-app-0123456789ab",
+                     "stopError": "CannotStopContainerError: refused", "stopFailures": 1,
+                     "stopRetryAt": null},
                     {"name": "side", "known": "NONE", "desired": "STOPPED", "exitCode": null,
                      "reason": "dependency app can never be met", "dockerId": null,
-                     "dockerName": "berth-web-3-side-0123456789ab"}
+                     "dockerName": "berth-web-3-side-0123456789ab", "stopError": null,
+                     "stopFailures": 0, "stopRetryAt": null}
                 ],
                 "cleanup": {"refused": null, "attempts": 0, "stoppedAt": "2026-11-30T01:24:00.000Z"}
             }),
