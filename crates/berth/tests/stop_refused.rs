@@ -281,3 +281,53 @@ fn berth_run_does_not_report_stopped_while_docker_runs_the_task() {
         family_containers(&family)
     );
 }
+
+#[test]
+fn a_resync_after_the_event_stream_breaks_sends_a_failed_stop_again_at_once() {
+    let proxy_dir = tempfile::tempdir().expect("tmp");
+    let proxy = EngineProxy::start(proxy_dir.path());
+    let agent = Agent::start_with("1h", &["--docker-host", &proxy.url()]);
+    let family = unique_name("stop-refused-resync-");
+    let _g = FamilyGuard(family.clone());
+    let id = agent.submit(&json!({"family": family,
+        "containerDefinitions": [test_container("web", SERVE)]}));
+    let v = agent.wait_for(&id, "ran", |v| v["known"] == "RUNNING");
+    let docker_id = v["containers"][0]["dockerId"]
+        .as_str()
+        .expect("created")
+        .to_string();
+    refuse_stops(&proxy);
+    agent.cli(&["stop", &id]);
+    // Four failures (0, 1, 3, 7 s): the next attempt is 8 s away.
+    let v = agent.wait_for(&id, "failed to stop four times", |v| {
+        check_never_stopped_while_running(v);
+        v["containers"][0]["stopFailures"].as_u64() >= Some(4)
+    });
+    let retry_at = v["containers"][0]["stopRetryAt"]
+        .as_str()
+        .expect("a retry time")
+        .to_string();
+    // The Engine "restarts": it answers again and every open connection (the agent's event
+    // stream) is dropped. The agent re-subscribes, re-syncs, finds web running and stops it at
+    // once, long before its scheduled retry.
+    proxy.clear();
+    let cut = proxy.cut();
+    assert!(cut >= 1, "the agent's event stream was open");
+    let t = Instant::now();
+    let v = agent.wait_for(&id, "stopped", |v| {
+        check_never_stopped_while_running(v);
+        v["known"] == "STOPPED"
+    });
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "stopped after {:?}, the scheduled retry was at {retry_at}",
+        t.elapsed()
+    );
+    assert!(!docker_running(&docker_id));
+    assert_eq!(v["containers"][0]["exitCode"], 0, "{v}");
+    let log = agent.log();
+    assert!(
+        log.contains("re-subscribed") && log.contains("stopping it again"),
+        "{log}"
+    );
+}
