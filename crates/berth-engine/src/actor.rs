@@ -504,7 +504,8 @@ async fn next_event(
 
 /// After a restart: forget operations that were in flight when the agent died, find each
 /// container in Docker (by id, or by the name decided before `create`), and raise known statuses
-/// from `inspect`; containers that vanished are STOPPED with a reason. Nothing is created twice:
+/// from `inspect`; containers that vanished are STOPPED with a reason, and a stop that failed
+/// before the restart is sent again at once. Nothing is created twice:
 /// a container whose create may have happened is found by its name.
 pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
     for i in 0..state.containers.len() {
@@ -533,6 +534,8 @@ pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
                         container: i,
                         at: info.started_at.unwrap_or(at),
                     });
+                    // A stop that kept failing before the restart is sent again at once.
+                    state.retry_stop_now(i, false);
                     if let Some(h) = info.health {
                         state.apply(&Event::Health {
                             container: i,

@@ -168,3 +168,66 @@ async fn a_stop_asked_again_is_sent_at_once() {
     );
     assert_eq!(done.containers[0].known, Status::Stopped);
 }
+
+#[tokio::test]
+async fn after_a_restart_a_failed_stop_is_sent_again_at_once() {
+    let rt = FakeRuntime::new();
+    rt.add_image("img");
+    rt.script(
+        "web",
+        Script {
+            stop_refusals: 1_000,
+            ..Default::default()
+        },
+    );
+    let s = state(vec![container("web")]);
+    let (rtx, _reports) = mpsc::unbounded_channel();
+    let (commands, crx) = mpsc::channel::<Command>(4);
+    let (stx, mut snapshots) = watch::channel(s.clone());
+    let config = RunConfig::new(std::env::temp_dir().join("berth-engine-fake-tests"));
+    let cancel = config.cancel.clone();
+    let actor = tokio::spawn(run_task(Arc::new(rt.clone()), s, config, rtx, crx, stx));
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        snapshots.wait_for(|s| s.known() == Status::Running),
+    )
+    .await
+    .expect("runs")
+    .expect("published");
+    commands
+        .send(Command::Stop {
+            reason: "user".into(),
+        })
+        .await
+        .expect("send");
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        snapshots.wait_for(|s| s.containers[0].stop_error.is_some()),
+    )
+    .await
+    .expect("a stop failed")
+    .expect("published");
+    // The agent shuts down with the stop failing; the task is stored as it was.
+    cancel.cancel();
+    let mut stored = actor.await.expect("the actor");
+    assert_eq!(stored.containers[0].known, Status::Running);
+    stored.containers[0].stop_retry_at = Some(berth_engine::report::now_ms() + 3_600_000);
+
+    // The next agent: the Engine answers again, and the stop goes out at once, not in an hour.
+    rt.script("web", Script::default());
+    let (rtx, _reports) = mpsc::unbounded_channel();
+    let (_commands, crx) = mpsc::channel::<Command>(4);
+    let (stx, _snapshots) = watch::channel(stored.clone());
+    let config = RunConfig {
+        resume: true,
+        ..RunConfig::new(std::env::temp_dir().join("berth-engine-fake-tests"))
+    };
+    let done = tokio::time::timeout(
+        Duration::from_secs(2),
+        run_task(Arc::new(rt.clone()), stored, config, rtx, crx, stx),
+    )
+    .await
+    .expect("stopped at once after the restart");
+    assert!(done.is_finished());
+    assert_eq!(done.containers[0].known, Status::Stopped);
+}
