@@ -50,6 +50,12 @@
 //! again per the pull behaviour), records the use, and at the end records the last use of a
 //! finished task and drops the leases (see [`crate::image_use`]).
 //!
+//! A stop is done when Docker says so: after every stop call, failed or not, one inspect decides
+//! ([`stop_container`]): not running is the exit, not found is a vanished container, anything else
+//! is a failed stop that leaves the container RUNNING with its error, sent again on the decision
+//! core's retry timer, at once when a `Stop` or `Kill` command comes, and at once after an
+//! event-stream resync that finds it still running.
+//!
 //! Limits: subscribing, adoption (with the metadata files' refresh) and the re-sync after a broken
 //! event stream are awaited inline, each call bounded by the runtime's timeouts, and are not
 //! interrupted by commands or cancellation; they are seen as soon as those calls end. A create,
@@ -506,10 +512,15 @@ fn receive(state: &mut TaskState, cmd: Command) -> bool {
     match cmd {
         Command::Stop { reason } => {
             state.request_stop(&reason, StopKind::Requested);
+            // Asked again while a stop keeps failing: send it now, the delay from its start.
+            if state.retry_stops_now() {
+                tracing::info!(task = %state.id, "stop asked again: the failed stops are sent again now");
+            }
             false
         }
         Command::Kill => {
             state.request_stop("task killed", StopKind::Requested);
+            state.retry_stops_now();
             true
         }
     }
@@ -655,7 +666,8 @@ async fn next_event(
 
 /// After a restart: forget operations that were in flight when the agent died, find each
 /// container in Docker (by id, or by the name decided before `create`), and raise known statuses
-/// from `inspect`; containers that vanished are STOPPED with a reason. Nothing is created twice:
+/// from `inspect`; containers that vanished are STOPPED with a reason, and a stop that failed
+/// before the restart is sent again at once. Nothing is created twice:
 /// a container whose create may have happened is found by its name.
 ///
 /// Restarts: a restart decided and saved before the crash (`restart_owed`) happened when Docker's
@@ -701,6 +713,8 @@ pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
                         container: i,
                         at: info.started_at.unwrap_or(at),
                     });
+                    // A stop that kept failing before the restart is sent again at once.
+                    state.retry_stop_now(i, false);
                     if let Some(h) = info.health {
                         state.apply(&Event::Health {
                             container: i,
@@ -736,7 +750,9 @@ pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
     }
 }
 
-/// Raise known statuses from `inspect` after the event stream broke (never lowering them).
+/// Raise known statuses from `inspect` after the event stream broke (never lowering them): a
+/// container that no longer runs is STOPPED, one that still runs although its stop failed is
+/// stopped again at once.
 async fn resync<R: Runtime>(rt: &R, state: &mut TaskState) {
     for i in 0..state.containers.len() {
         let c = &state.containers[i];
@@ -747,9 +763,14 @@ async fn resync<R: Runtime>(rt: &R, state: &mut TaskState) {
             continue;
         }
         let ev = match rt.inspect(&id).await {
-            Ok(info) if info.running => info
-                .started_at
-                .map(|at| Event::Started { container: i, at }),
+            Ok(info) if info.running => {
+                // Still running although a stop failed: the Engine is back, send it again now.
+                if state.retry_stop_now(i, false) {
+                    tracing::info!(task = %state.id, container = %state.containers[i].name, "still running after a failed stop; stopping it again");
+                }
+                info.started_at
+                    .map(|at| Event::Started { container: i, at })
+            }
             Ok(info) if info.exit_code.is_some() || info.finished_at.is_some() => {
                 state.apply(&Event::Exited {
                     container: i,
@@ -817,7 +838,7 @@ async fn after_unexpected_die<R: Runtime>(rt: &R, state: &TaskState, ev: &Event)
         return None;
     };
     let c = &state.containers[*container];
-    if c.stop_sent {
+    if c.stop_asked() {
         return None;
     }
     let id = c.docker_id.as_deref()?;
@@ -1380,39 +1401,9 @@ fn spawn_effect<R: Runtime>(
             container: i,
             timeout_secs,
         } => {
-            let id = match docker_id_for(state, i, NeedsId::Stop) {
-                Ok(id) => id,
-                Err(failure) => {
-                    let _ = tx.send(failure);
-                    return;
-                }
-            };
+            let target = stop_target(state, i);
             effects.spawn(async move {
-                let ev = match rt.stop(&id, timeout_secs).await {
-                    Ok(()) => match rt.inspect(&id).await {
-                        Ok(info) => Event::Exited {
-                            container: i,
-                            exit_code: info.exit_code,
-                            started_at: info.started_at,
-                            at: info.finished_at.unwrap_or_else(now_ms),
-                        },
-                        Err(e) => Event::StopFailed {
-                            container: i,
-                            at: now_ms(),
-                            message: format!("inspect after stop: {e}"),
-                        },
-                    },
-                    Err(RuntimeError::NotFound(_)) => Event::Vanished {
-                        container: i,
-                        at: now_ms(),
-                        reason: VANISHED_REASON.into(),
-                    },
-                    Err(e) => Event::StopFailed {
-                        container: i,
-                        at: now_ms(),
-                        message: e.to_string(),
-                    },
-                };
+                let ev = stop_container(&*rt, &target, i, timeout_secs).await;
                 let _ = tx.send(ev);
             });
         }
@@ -1420,21 +1411,75 @@ fn spawn_effect<R: Runtime>(
     }
 }
 
+/// Who a stop is sent to: the container's Docker id, or — should the id be missing, which only an
+/// engine bug can cause — its Docker name, decided before `create` and unique to this task.
+fn stop_target(state: &TaskState, i: usize) -> String {
+    let c = &state.containers[i];
+    c.docker_id.clone().unwrap_or_else(|| {
+        tracing::error!(task = %state.id, container = %c.name, "no Docker id to stop; stopping by name (please report this)");
+        c.docker_name.clone()
+    })
+}
+
+/// Stop a container and say what Docker says about it afterwards. A stop is done when Docker
+/// says so: an inspect that finds it not running (after a stop that succeeded, or one that
+/// failed: a 304 or a lost answer may hide a stop that happened) is its exit; "no such container"
+/// means it is gone; anything else — the stop refused, a timeout, the Engine unreachable, the
+/// container still running — is a failed stop, which leaves it RUNNING to be stopped again.
+async fn stop_container<R: Runtime>(rt: &R, target: &str, i: usize, timeout_secs: u32) -> Event {
+    let stopped = rt.stop(target, timeout_secs).await;
+    if let Err(RuntimeError::NotFound(_)) = stopped {
+        return Event::Vanished {
+            container: i,
+            at: now_ms(),
+            reason: VANISHED_REASON.into(),
+        };
+    }
+    let failure = match (stopped, rt.inspect(target).await) {
+        (_, Ok(info)) if !info.running => {
+            return Event::Exited {
+                container: i,
+                exit_code: info.exit_code,
+                started_at: info.started_at,
+                at: info.finished_at.unwrap_or_else(now_ms),
+            };
+        }
+        (_, Err(RuntimeError::NotFound(_))) => {
+            return Event::Vanished {
+                container: i,
+                at: now_ms(),
+                reason: VANISHED_REASON.into(),
+            };
+        }
+        (Err(e), _) => e.to_string(),
+        (Ok(()), Ok(_)) => "Docker answered the stop but still runs the container".to_string(),
+        (Ok(()), Err(e)) => format!("the stop was answered, but the inspect after it failed: {e}"),
+    };
+    Event::StopFailed {
+        container: i,
+        at: now_ms(),
+        message: format!("{STOP_FAILURE_PREFIX}: {failure}"),
+    }
+}
+
+/// The prefix of a failed stop's error (ECS's error name).
+pub const STOP_FAILURE_PREFIX: &str = "CannotStopContainerError";
+
 /// An effect that acts on an existing container.
 #[derive(Debug, Clone, Copy)]
 enum NeedsId {
     Start,
-    Stop,
     Restart,
 }
 
 /// The Docker id of container `i`, or the failure its effect reports instead of calling the runtime.
 ///
-/// The decision core starts or stops only a container it knows as CREATED, and the `Created` event
-/// that makes it so records the id, so a missing id is a bug in the engine, not an answer of
-/// Docker's. It is not sent to Docker as an empty id: it becomes the effect's failure, with an
-/// internal-error reason, which the state machine folds in like any failed start or stop (the
-/// container STOPPED with that reason; the task stopping if it is essential).
+/// The decision core starts only a container it knows as CREATED, and the `Created` event that
+/// makes it so records the id, so a missing id is a bug in the engine, not an answer of Docker's.
+/// It is not sent to Docker as an empty id: it becomes the start's failure, with an
+/// internal-error reason, which the state machine folds in like any failed start (the container
+/// STOPPED with that reason; the task stopping if it is essential). A stop needs no id: it goes
+/// to the container's name ([`stop_target`]).
 fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Result<String, Event> {
     let c = &state.containers[i];
     if let Some(id) = &c.docker_id {
@@ -1442,7 +1487,6 @@ fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Result<String, 
     }
     let verb = match needs {
         NeedsId::Start => "start",
-        NeedsId::Stop => "stop",
         NeedsId::Restart => "restart",
     };
     let message = format!(
@@ -1456,11 +1500,6 @@ fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Result<String, 
             container: i,
             at,
             message: format!("CannotStartContainerError: {message}"),
-        },
-        NeedsId::Stop => Event::StopFailed {
-            container: i,
-            at,
-            message,
         },
         NeedsId::Restart => Event::RestartFailed {
             container: i,
@@ -1606,7 +1645,6 @@ mod tests {
             docker_id_for(&s, 0, NeedsId::Start).ok(),
             Some("abc".into())
         );
-        assert_eq!(docker_id_for(&s, 0, NeedsId::Stop).ok(), Some("abc".into()));
     }
 
     #[test]
@@ -1634,27 +1672,10 @@ mod tests {
     }
 
     #[test]
-    fn a_stop_without_docker_id_fails_the_stop_with_an_internal_error() {
+    fn a_stop_without_docker_id_goes_to_the_containers_docker_name() {
         let mut s = one_container();
-        s.begin(
-            &Action::Stop {
-                container: 0,
-                timeout_secs: 30,
-            },
-            1,
-        );
-        let failure = docker_id_for(&s, 0, NeedsId::Stop).expect_err("no id");
-        let Event::StopFailed { message, .. } = &failure else {
-            panic!("a stop failure: {failure:?}");
-        };
-        assert!(message.starts_with("internal error: "), "{message}");
-        s.apply(&failure);
-        let c = &s.containers[0];
-        assert_eq!((c.known, c.in_flight), (Status::Stopped, None));
-        assert_eq!(
-            c.reason.as_deref(),
-            Some(format!("stop failed: {message}").as_str())
-        );
-        assert!(s.is_finished());
+        assert_eq!(stop_target(&s, 0), s.containers[0].docker_name);
+        s.containers[0].docker_id = Some("abc".into());
+        assert_eq!(stop_target(&s, 0), "abc");
     }
 }

@@ -184,26 +184,33 @@ impl RetryPolicy {
     /// A fresh schedule, starting at `first`.
     pub fn backoff(&self) -> Backoff {
         Backoff {
-            next: self.first.min(self.max),
-            max: self.max,
+            policy: *self,
+            attempts: 0,
         }
+    }
+
+    /// The wait after the `failures`-th failure in a row (1 = the first): `first`, doubled for
+    /// each failure before it, never above `max`. The decision core computes a stop's next
+    /// attempt from this without keeping a [`Backoff`] (its state is the failure count it stores).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(31);
+        self.first.saturating_mul(1u32 << doublings).min(self.max)
     }
 }
 
 /// One cleanup's schedule of retries (see [`RetryPolicy`]).
 #[derive(Debug, Clone)]
 pub struct Backoff {
-    next: Duration,
-    max: Duration,
+    policy: RetryPolicy,
+    attempts: u32,
 }
 
 impl Backoff {
     /// How long to wait before the next attempt; each call doubles the following one, up to the
     /// policy's maximum.
     pub fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = self.next.saturating_mul(2).min(self.max);
-        delay
+        self.attempts = self.attempts.saturating_add(1);
+        self.policy.delay(self.attempts)
     }
 }
 
@@ -227,6 +234,17 @@ mod tests {
         .backoff();
         assert_eq!(b.next_delay(), Duration::from_secs(1));
         assert_eq!(b.next_delay(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_delay_after_n_failures_is_the_backoffs_nth_and_never_overflows() {
+        let p = RetryPolicy::default();
+        let mut b = p.backoff();
+        for n in 1..=12 {
+            assert_eq!(p.delay(n), b.next_delay(), "failure {n}");
+        }
+        assert_eq!(p.delay(0), p.first);
+        assert_eq!(p.delay(u32::MAX), p.max);
     }
 
     #[test]

@@ -34,15 +34,32 @@
 //!   task and the container's dependents keep running, and a `COMPLETE`/`SUCCESS` dependent waits
 //!   until an exit is not restarted (ECS short-circuits the STOPPED transition alike). A stop of the
 //!   task wins over a restart not yet performed: the container is settled STOPPED, never started.
+//! - A stop is done when Docker says so: a failed stop leaves the container known RUNNING (desired
+//!   STOPPED: "stopping"), with the error, and is sent again after [`STOP_RETRY`]'s delay (1 s
+//!   doubling to 30 s; the delay is kept in the state, so `decide` stays pure and returns the
+//!   retry as its timer). Only an exit, Docker's "no such container" or an inspect that says it
+//!   does not run makes it STOPPED.
 
+use crate::cleanup::RetryPolicy;
 use crate::restart::{self, Exit};
 use crate::state::{
     EXIT_CODE_NOT_RUN, Health, Millis, Op, PendingExit, Status, StopKind, TaskState,
 };
 use berth_model::{Condition, RestartPolicy};
+use std::time::Duration;
 
 /// Default seconds between SIGTERM and SIGKILL when a container sets no `stopTimeout` (ECS: 30 s).
 pub const DEFAULT_STOP_TIMEOUT_SECS: u32 = 30;
+
+/// When a failed stop is sent again: 1 s after the first failure, doubling to 30 s. The ECS agent
+/// retries a stop five times within one call (1 s to 5 s apart; berth-docker does the same for an
+/// unreachable Engine or a timeout) and then, while Docker does not answer its ping, leaves the
+/// container's known status as it was; berth keeps trying on this schedule, and at once after
+/// every event-stream resync and every `berth stop`.
+pub const STOP_RETRY: RetryPolicy = RetryPolicy {
+    first: Duration::from_secs(1),
+    max: Duration::from_secs(30),
+};
 
 /// The stop reason ECS gives a task whose essential container exited.
 pub const ESSENTIAL_EXITED: &str = "Essential container in task exited";
@@ -344,13 +361,19 @@ pub fn decide(state: &TaskState, opts: Options, now: Millis) -> Decision {
                     exit_code: None,
                 });
             } else if !c.stop_sent && dependents_stopped(state, i) {
-                out.actions.push(Action::Stop {
-                    container: i,
-                    timeout_secs: state
-                        .def(i)
-                        .stop_timeout
-                        .unwrap_or(DEFAULT_STOP_TIMEOUT_SECS),
-                });
+                match c.stop_retry_at {
+                    // A failed stop waits for its retry time; the timer wakes the actor then.
+                    Some(t) if now < t => {
+                        out.wake_at = Some(out.wake_at.map_or(t, |w: Millis| w.min(t)));
+                    }
+                    _ => out.actions.push(Action::Stop {
+                        container: i,
+                        timeout_secs: state
+                            .def(i)
+                            .stop_timeout
+                            .unwrap_or(DEFAULT_STOP_TIMEOUT_SECS),
+                    }),
+                }
             }
             continue;
         }
@@ -484,7 +507,9 @@ pub enum Event {
         container: usize,
         reason: String,
     },
-    /// Stopping failed even after the runtime's retries; the container is considered stopped.
+    /// Stopping failed even after the runtime's retries, and Docker does not say the container has
+    /// stopped: it stays RUNNING (stopping), with the error, and the stop is sent again later
+    /// ([`STOP_RETRY`]).
     StopFailed {
         container: usize,
         at: Millis,
@@ -626,6 +651,7 @@ impl TaskState {
                     });
                     return;
                 }
+                c.stop_retry_at = None;
                 if c.known < Status::Stopped {
                     c.pending_exit = None;
                     c.started_at = c.started_at.or(*started_at).or(Some(*at));
@@ -653,11 +679,12 @@ impl TaskState {
                     c.in_flight = None;
                 }
                 if c.known < Status::Stopped {
-                    c.reason
-                        .get_or_insert_with(|| format!("stop failed: {message}"));
-                    c.finished_at = Some(*at);
-                    c.raise_known(Status::Stopped);
-                    self.note_essential_stop(*container, *at);
+                    c.stop_sent = false;
+                    c.stop_error = Some(message.clone());
+                    c.stop_failures = c.stop_failures.saturating_add(1);
+                    let delay = STOP_RETRY.delay(c.stop_failures);
+                    let delay = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+                    c.stop_retry_at = Some(at.saturating_add(delay));
                 }
             }
             Event::Vanished {
@@ -667,7 +694,8 @@ impl TaskState {
             } => {
                 let c = &mut self.containers[*container];
                 c.in_flight = None;
-                if c.known == Status::Stopped && !c.stop_sent && c.reason.is_none() {
+                c.stop_retry_at = None;
+                if c.known == Status::Stopped && !c.stop_asked() && c.reason.is_none() {
                     // Killed and removed by someone else (`docker rm -f`): the die came first.
                     c.reason = Some(reason.clone());
                 }
@@ -682,6 +710,35 @@ impl TaskState {
                 }
             }
         }
+    }
+
+    /// Send every failed stop again at the next step instead of at its retry time, the delay
+    /// starting again from its first (a `berth stop` of a task still stopping). Returns whether a
+    /// container had a failed stop waiting.
+    pub fn retry_stops_now(&mut self) -> bool {
+        let mut any = false;
+        for i in 0..self.containers.len() {
+            any |= self.retry_stop_now(i, true);
+        }
+        any
+    }
+
+    /// Send container `i`'s failed stop again at the next step (after an event-stream resync that
+    /// found it still running); `reset` also starts the delay again from its first. Returns
+    /// whether it had a failed stop waiting.
+    pub fn retry_stop_now(&mut self, i: usize, reset: bool) -> bool {
+        let c = &mut self.containers[i];
+        let waiting = c.known < Status::Stopped
+            && c.desired == Status::Stopped
+            && !c.stop_sent
+            && c.stop_retry_at.is_some();
+        if waiting {
+            c.stop_retry_at = None;
+            if reset {
+                c.stop_failures = 0;
+            }
+        }
+        waiting
     }
 
     /// A step failed terminally: the container will never run.

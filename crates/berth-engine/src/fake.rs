@@ -11,6 +11,8 @@
 //!
 //! A stopped container can be started again (a restart in place): same id, new start time, the
 //! script played again.
+//! Failure injection (a script's `create_error`, `start_error`, `stop_refusals`) makes a call fail
+//! as the Engine would, without changing the container.
 //!
 //! Not modelled: container processes (commands are not run; the script decides), time (the clock
 //! is the wall clock in milliseconds, made strictly increasing across calls: no time passes
@@ -51,6 +53,9 @@ pub struct Script {
     pub ignores_sigterm: bool,
     /// With `exit_code`: the exit is the kernel's OOM killer's (inspect says `oom_killed`).
     pub oom_killed: bool,
+    /// Refuse this many `stop` calls (as an Engine that does not answer: unavailable), leaving the
+    /// container running; each refusal counts down.
+    pub stop_refusals: u32,
 }
 
 #[derive(Debug)]
@@ -407,6 +412,14 @@ impl Runtime for FakeRuntime {
         let mut inner = self.lock();
         let (id, name, _, def_name) = name_of(&inner, id)?;
         inner.calls.push(format!("stop {name}"));
+        if let Some(script) = inner.scripts.get_mut(&def_name)
+            && script.stop_refusals > 0
+        {
+            script.stop_refusals -= 1;
+            return Err(RuntimeError::Unavailable(format!(
+                "the fake Engine refuses to stop {name}"
+            )));
+        }
         let ignores = inner
             .scripts
             .get(&def_name)

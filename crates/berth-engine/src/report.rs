@@ -74,6 +74,20 @@ pub enum Report {
         #[serde(rename = "dockerId")]
         docker_id: String,
     },
+    /// A stop failed: the container still runs (known RUNNING, desired STOPPED) and the stop is
+    /// sent again at `retryAt`. One per failed attempt.
+    #[serde(rename = "stopFailed")]
+    StopFailed {
+        time: String,
+        task: String,
+        container: String,
+        /// The stop's error (`CannotStopContainerError: …`, Docker's words).
+        error: String,
+        /// Failed stops in a row (since the stop was last asked for).
+        attempt: u32,
+        #[serde(rename = "retryAt")]
+        retry_at: Option<String>,
+    },
     /// Bytes and layers of a pull in progress.
     #[serde(rename = "pullProgress")]
     PullProgress {
@@ -119,7 +133,8 @@ pub enum PullPhase {
     Cached,
 }
 
-/// The status changes between two snapshots of the same task (containers first, then the task).
+/// The status changes between two snapshots of the same task (containers first, then the task),
+/// and each stop that failed between them.
 pub fn changes(before: Option<&TaskState>, after: &TaskState, now: Millis) -> Vec<Report> {
     let time = rfc3339(now);
     let mut out = Vec::new();
@@ -135,6 +150,19 @@ pub fn changes(before: Option<&TaskState>, after: &TaskState, now: Millis) -> Ve
                     || p.docker_id != c.docker_id
             }
         };
+        let failures_before = prev.map_or(0, |p| p.stop_failures);
+        if c.stop_failures > failures_before
+            && let Some(error) = &c.stop_error
+        {
+            out.push(Report::StopFailed {
+                time: time.clone(),
+                task: after.id.clone(),
+                container: c.name.clone(),
+                error: error.clone(),
+                attempt: c.stop_failures,
+                retry_at: c.stop_retry_at.map(rfc3339),
+            });
+        }
         if changed {
             out.push(Report::Container {
                 time: time.clone(),

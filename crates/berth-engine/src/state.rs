@@ -4,6 +4,10 @@
 //! forward (a request to move backwards is ignored), and the task's desired status only moves forward.
 //! The task's known status is never stored: it is derived from the containers ([`TaskState::known`]).
 //! Times are Unix milliseconds (wall clock), so the state survives a restart and can be shown to people.
+//! Fields added after the first stored format (a container's stop retry: `stopError`,
+//! `stopFailures`, `stopRetryAt`) have serde defaults, so states stored before them still load, and
+//! are left out while they hold their default, so a state that never needed them is saved exactly
+//! as before.
 //!
 //! References between containers (`dependsOn`, `volumesFrom`, `links`) are resolved to container indexes
 //! once, through the model's [`DependencyGraph`]: when a state is built ([`TaskState::new`]), or
@@ -131,8 +135,21 @@ pub struct ContainerState {
     pub reason: Option<String>,
     /// The operation in flight, if any; nothing else is started for this container meanwhile.
     pub in_flight: Option<Op>,
-    /// True once a stop has been sent to Docker (so it is not sent twice).
+    /// True while a stop is sent to Docker and not answered (so it is not sent twice); false
+    /// again after a failed stop, which is retried.
     pub stop_sent: bool,
+    /// The last failed stop's error, kept after the container stops (history for `inspect`).
+    /// A failed stop never makes a container STOPPED: only Docker saying it no longer runs
+    /// does (an exit, `die`, an inspect, not found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_error: Option<String>,
+    /// Stops that failed in a row since the stop was last asked for (`berth stop` starts the
+    /// count again); the next attempt waits [`crate::decide::STOP_RETRY`]'s delay for it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stop_failures: u32,
+    /// When the next stop may be sent after a failed one (None: now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_retry_at: Option<Millis>,
     pub pull_started_at: Option<Millis>,
     pub pull_stopped_at: Option<Millis>,
     pub created_at: Option<Millis>,
@@ -177,6 +194,9 @@ impl ContainerState {
             reason: None,
             in_flight: None,
             stop_sent: false,
+            stop_error: None,
+            stop_failures: 0,
+            stop_retry_at: None,
             pull_started_at: None,
             pull_stopped_at: None,
             created_at: None,
@@ -193,6 +213,18 @@ impl ContainerState {
     /// True when the container's process ran (it reached RUNNING at some point).
     pub fn ran(&self) -> bool {
         self.started_at.is_some()
+    }
+
+    /// True once berth has sent this container a stop (answered or not, failed or not): its exit
+    /// is berth's doing, not something to explain.
+    pub fn stop_asked(&self) -> bool {
+        self.stop_sent || self.stop_error.is_some()
+    }
+
+    /// True while Docker still runs the container although it is to stop (desired STOPPED,
+    /// known RUNNING): `berth ps` shows it as STOPPING.
+    pub fn stopping(&self) -> bool {
+        self.desired == Status::Stopped && self.known == Status::Running
     }
 
     /// Raise the known status; lower values are ignored. Returns whether it changed.
@@ -538,6 +570,24 @@ mod tests {
         assert_eq!(s.wiring(2).volumes_from, vec![1]);
         assert!(s.wiring(2).dependents.is_empty());
         assert!((0..3).all(|i| s.wiring(i).unresolved.is_none()));
+    }
+
+    #[test]
+    fn a_failed_stop_is_saved_and_read_back_and_its_fields_are_absent_until_then() {
+        let mut s = TaskState::new("0123456789abcdef0123456789abcdef".into(), definition(), 0);
+        let fresh = serde_json::to_value(&s.containers[0]).expect("serialize");
+        for key in ["stopError", "stopFailures", "stopRetryAt"] {
+            assert!(fresh.get(key).is_none(), "{key} in {fresh}");
+        }
+        let c = &mut s.containers[0];
+        c.stop_error = Some("CannotStopContainerError: refused".into());
+        c.stop_failures = 2;
+        c.stop_retry_at = Some(1234);
+        let saved = serde_json::to_string(&s).expect("serialize");
+        let loaded: TaskState = serde_json::from_str(&saved).expect("deserialize");
+        assert_eq!(loaded, s);
+        assert_eq!(loaded.containers[0].stop_failures, 2);
+        assert_eq!(loaded.containers[0].stop_retry_at, Some(1234));
     }
 
     #[test]

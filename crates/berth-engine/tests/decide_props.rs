@@ -1,7 +1,9 @@
 //! Property tests of the decision core over random tasks and random orders of results and events:
 //! known status never decreases, nobody starts before its dependencies hold (a link's target
 //! exists before the linking container is created and runs when it starts), running containers
-//! are stopped only after their dependents (linking containers included), and every task ends.
+//! are stopped only after their dependents (linking containers included), a failed stop never
+//! marks a container STOPPED (it is sent again, no earlier than its retry time), and every task
+//! ends.
 //! Some containers have a restart policy (a shortened period, sometimes exit code 0 ignored):
 //! restarts happen only under an enabled policy for an exit code it does not ignore, a restart
 //! keeps the container RUNNING, and a task stopped meanwhile still ends.
@@ -28,6 +30,8 @@ struct Script {
     restart: Option<bool>,
     /// Whether the restart's `docker start` succeeds.
     restart_ok: bool,
+    /// How many stops of it fail before one succeeds (the Engine refusing them).
+    stop_failures: u8,
 }
 
 fn script() -> impl Strategy<Value = Script> {
@@ -39,9 +43,10 @@ fn script() -> impl Strategy<Value = Script> {
         prop::option::of(prop::bool::weighted(0.8)),
         prop::option::of(prop::bool::ANY),
         prop::bool::weighted(0.9),
+        prop::sample::select(vec![0u8, 0, 1, 3]),
     )
         .prop_map(
-            |(pull_ok, create_ok, start_ok, exit, health, restart, restart_ok)| Script {
+            |(pull_ok, create_ok, start_ok, exit, health, restart, restart_ok, stop_failures)| Script {
                 pull_ok,
                 create_ok,
                 start_ok,
@@ -49,6 +54,7 @@ fn script() -> impl Strategy<Value = Script> {
                 health,
                 restart,
                 restart_ok,
+                stop_failures,
             },
         )
 }
@@ -167,6 +173,7 @@ proptest! {
         let mut now = 0i64;
         let mut pick = picks.into_iter().cycle();
         let mut steps = 0usize;
+        let mut stop_failures_left: Vec<u8> = scripts.iter().map(|sc| sc.stop_failures).collect();
         loop {
             steps += 1;
             prop_assert!(steps < 2_000, "task did not end: {s:#?}");
@@ -179,7 +186,7 @@ proptest! {
                 restart_period_override_ms: Some(PERIOD_MS),
                 ..Options::default()
             };
-            let (effects, _) = s.step(opts, now);
+            let (effects, wake_at) = s.step(opts, now);
             for (c, (k, d)) in s.containers.iter().zip(&before) {
                 prop_assert!(c.known >= *k, "known went backwards");
                 prop_assert!(c.desired >= *d, "desired went backwards");
@@ -245,7 +252,16 @@ proptest! {
                                 prop_assert_eq!(s.containers[j].known, Status::Stopped, "stopped {} before its dependent {}", name, j);
                             }
                         }
-                        pending.push(Event::Exited { container: i, exit_code: Some(143), started_at: None, at: now });
+                        // A failed stop is sent again only once its retry time has come.
+                        if let Some(t) = s.containers[i].stop_retry_at {
+                            prop_assert!(now >= t, "stop of {} sent again at {} before its retry time {}", name, now, t);
+                        }
+                        if stop_failures_left[i] > 0 {
+                            stop_failures_left[i] -= 1;
+                            pending.push(Event::StopFailed { container: i, at: now, message: "CannotStopContainerError: refused".into() });
+                        } else {
+                            pending.push(Event::Exited { container: i, exit_code: Some(143), started_at: None, at: now });
+                        }
                     }
                     Action::Restart(i) => {
                         let c = &s.containers[i];
@@ -269,6 +285,12 @@ proptest! {
             if s.is_finished() {
                 break;
             }
+            if pending.is_empty() && let Some(t) = wake_at {
+                // A failed stop waits for its retry time: let the clock get there.
+                prop_assert!(t > now, "a timer in the past: {t} <= {now}");
+                now = t;
+                continue;
+            }
             if pending.is_empty() {
                 // Nothing in flight and nothing to do: long-running containers (or a dependent
                 // waiting for one to complete) only move on when someone stops the task, and a
@@ -280,7 +302,19 @@ proptest! {
             }
             let k = pick.next().map(|ix| ix.index(pending.len())).unwrap_or(0);
             let ev = pending.remove(k);
+            let known_before = match &ev {
+                Event::StopFailed { container, .. } => Some((*container, s.containers[*container].known)),
+                _ => None,
+            };
             s.apply(&ev);
+            if let Some((i, k)) = known_before {
+                // Never STOPPED because a stop call failed: a container that ran still runs (one
+                // whose exit came first stays as it was).
+                prop_assert_eq!(s.containers[i].known, k, "a failed stop changed {}'s known status", i);
+                if k < Status::Stopped {
+                    prop_assert!(s.containers[i].stop_error.is_some() && s.containers[i].stop_retry_at.is_some());
+                }
+            }
         }
         prop_assert_eq!(s.known(), Status::Stopped);
         prop_assert!(s.stopped_reason.is_some() || s.desired == Status::Stopped);

@@ -7,11 +7,13 @@
 //! Each forwarded request gets `Connection: close`, so a client's keep-alive connection carries
 //! one request and every request is judged by the rules (Docker's answer then closes the
 //! connection, and the client opens a new one). Streams (events, logs, attach) pass through
-//! untouched once their request is judged. Threads, not tasks: the proxy works under any runtime
+//! untouched once their request is judged; [`EngineProxy::cut`] drops every connection open at
+//! that moment (event streams included), as an Engine restart would. Threads, not tasks: the proxy works under any runtime
 //! and outlives none (dropping it stops accepting; connections in flight end with their peers).
 //!
 //! Hand-written because no crate is a fault-injecting HTTP-over-Unix-socket proxy.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -66,6 +68,9 @@ struct Shared {
     /// Every request line seen, in order (for assertions on what berth asked).
     seen: Mutex<Vec<String>>,
     stop: AtomicBool,
+    /// The client side of every connection being served, by a serial number (for `cut`).
+    open: Mutex<HashMap<u64, UnixStream>>,
+    next: AtomicU64,
 }
 
 /// The running proxy. Dropping it stops the accept loop and removes nothing but its socket.
@@ -96,6 +101,8 @@ impl EngineProxy {
             released: AtomicU64::new(0),
             seen: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            open: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(0),
         });
         let s = shared.clone();
         std::thread::spawn(move || {
@@ -105,7 +112,14 @@ impl EngineProxy {
                 }
                 let Ok(conn) = conn else { continue };
                 let s = s.clone();
-                std::thread::spawn(move || serve(conn, &s));
+                std::thread::spawn(move || {
+                    let n = s.next.fetch_add(1, Ordering::SeqCst);
+                    if let Ok(c) = conn.try_clone() {
+                        lock(&s.open).insert(n, c);
+                    }
+                    serve(conn, &s);
+                    lock(&s.open).remove(&n);
+                });
             }
         });
         EngineProxy { path, shared }
@@ -149,6 +163,16 @@ impl EngineProxy {
     /// gave up (a timeout, a cancelled pull).
     pub fn released(&self) -> u64 {
         self.shared.released.load(Ordering::SeqCst)
+    }
+
+    /// Drop every connection open now (a client's event stream ends, as when the Engine
+    /// restarts); new connections are served as before. Returns how many were cut.
+    pub fn cut(&self) -> usize {
+        let open = lock(&self.shared.open);
+        for c in open.values() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        open.len()
     }
 
     /// Every request line seen so far (`POST /v1.41/containers/…/stop?t=10`).

@@ -56,3 +56,37 @@ fn the_proxy_forwards_refuses_and_delays_real_engine_calls() {
         proxy.seen()
     );
 }
+
+#[test]
+fn a_cut_ends_an_open_event_stream_and_later_calls_still_pass() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = EngineProxy::start(dir.path());
+    let mut events = std::process::Command::new("docker")
+        .arg("-H")
+        .arg(proxy.url())
+        .args(["events", "--filter", "label=berth.test.proxy-cut"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("docker events runs");
+    let t = Instant::now();
+    while !proxy.seen().iter().any(|l| l.contains("/events")) {
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", proxy.seen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        events.try_wait().expect("wait").is_none(),
+        "the stream is open"
+    );
+    assert!(proxy.cut() >= 1, "the event stream was open");
+    let t = Instant::now();
+    while events.try_wait().expect("wait").is_none() {
+        if t.elapsed() > Duration::from_secs(5) {
+            let _ = events.kill();
+            panic!("docker events still runs after the cut");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(docker_via(&proxy, &["version"]).status.success());
+}

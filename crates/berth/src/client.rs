@@ -310,6 +310,42 @@ fn or_dash(v: Option<&str>) -> String {
     v.unwrap_or("-").to_string()
 }
 
+/// The exit status of `berth stop` when the task is still running because Docker refused (or did
+/// not answer) its last stop: EX_TEMPFAIL, the stop was sent again and is being retried.
+pub const EXIT_STILL_STOPPING: u8 = 75;
+
+/// A task's STATUS column: its known status, or `STOPPING` while it is to stop and Docker still
+/// runs some of it.
+fn task_status(t: &TaskView) -> String {
+    if t.desired == Status::Stopped && t.known != Status::Stopped {
+        "STOPPING".to_string()
+    } else {
+        t.known.to_string()
+    }
+}
+
+/// The containers whose stop failed and is retried: (name, failures in a row, error).
+fn failed_stops(t: &TaskView) -> Vec<(&str, u32, &str)> {
+    t.containers
+        .iter()
+        .filter(|c| c.stopping())
+        .filter_map(|c| {
+            c.stop_error
+                .as_deref()
+                .map(|e| (c.name.as_str(), c.stop_failures, e))
+        })
+        .collect()
+}
+
+/// The REASON column: the stop reason, and why the task is still running when a stop failed.
+fn task_reason(t: &TaskView) -> String {
+    let mut reason = or_dash(t.stopped_reason.as_deref());
+    for (name, failures, error) in failed_stops(t) {
+        reason.push_str(&format!("; stop of {name} failed ({failures}x): {error}"));
+    }
+    reason
+}
+
 fn print_tasks(tasks: &[TaskView]) {
     let rows: Vec<[String; 7]> = tasks
         .iter()
@@ -317,7 +353,7 @@ fn print_tasks(tasks: &[TaskView]) {
             [
                 t.task.chars().take(12).collect(),
                 format!("{}:{}", t.family, t.revision),
-                t.known.to_string(),
+                task_status(t),
                 t.exit_code.map_or("-".into(), |c| c.to_string()),
                 t.containers.len().to_string(),
                 t.containers
@@ -325,7 +361,7 @@ fn print_tasks(tasks: &[TaskView]) {
                     .map(|c| u64::from(c.restart_count))
                     .sum::<u64>()
                     .to_string(),
-                or_dash(t.stopped_reason.as_deref()),
+                task_reason(t),
             ]
         })
         .collect();
@@ -352,7 +388,7 @@ fn print_task(t: &TaskView) {
         t.task,
         t.family,
         t.revision,
-        t.known,
+        task_status(t),
         t.desired,
         or_dash(t.stopped_reason.as_deref())
     );
@@ -362,7 +398,11 @@ fn print_task(t: &TaskView) {
         .map(|c| {
             [
                 c.name.clone(),
-                c.known.to_string(),
+                if c.stopping() {
+                    "STOPPING".to_string()
+                } else {
+                    c.known.to_string()
+                },
                 c.exit_code.map_or("-".into(), |e| e.to_string()),
                 c.docker_id
                     .as_deref()
@@ -388,6 +428,16 @@ fn print_task(t: &TaskView) {
             &rows
         )
     );
+    for c in t.containers.iter().filter(|c| c.stopping()) {
+        if let Some(error) = &c.stop_error {
+            println!(
+                "{}: still running: {} failed stop(s) in a row, next attempt {}: {error}",
+                c.name,
+                c.stop_failures,
+                c.stop_retry_at.as_deref().unwrap_or("now")
+            );
+        }
+    }
     if let Some(r) = t.cleanup.as_ref().and_then(|c| c.refused.as_deref()) {
         println!("{r}");
     }
@@ -474,7 +524,23 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
         }
         ClientCommand::Stop { task, agent } => {
             let path = format!("/v1/tasks/{task}/stop");
-            act(&agent, Method::POST, &path, "stopping").await
+            let (status, answer) = call(&agent.agent, Method::POST, &path, vec![]).await?;
+            let accepted: Accepted = decode(status, &answer)?;
+            println!("stopping {}", accepted.task);
+            // A task whose stop Docker keeps refusing is still running: say so, and why, rather
+            // than exiting 0 as if it were done.
+            let t = get_task(&agent, &accepted.task).await?;
+            let failed = failed_stops(&t);
+            if failed.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            for (name, failures, error) in failed {
+                eprintln!(
+                    "berth: task {} is still stopping: Docker still runs container {name}, whose last stop failed ({failures} in a row): {error}; the agent sent the stop again now and keeps retrying",
+                    t.task
+                );
+            }
+            Ok(ExitCode::from(EXIT_STILL_STOPPING))
         }
         ClientCommand::Rm { task, agent } => {
             let path = format!("/v1/tasks/{task}");

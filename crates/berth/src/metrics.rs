@@ -342,7 +342,8 @@ impl TaskObserver {
             Report::Restarted { .. } => {
                 m.container_restarts.inc();
             }
-            Report::PullProgress { .. } | Report::ImageRemoved { .. } => {}
+            // StopFailed: counted in berth_docker_errors_total by the engine.
+            Report::PullProgress { .. } | Report::ImageRemoved { .. } | Report::StopFailed { .. } => {}
         }
     }
 }

@@ -189,6 +189,18 @@ fn text_line(r: &Report) -> Option<String> {
                 clock(time)
             ))
         }
+        Report::StopFailed {
+            time,
+            container,
+            error,
+            attempt,
+            retry_at,
+            ..
+        } => Some(format!(
+            "{}  {container}: stop failed (attempt {attempt}), still running; trying again at {}: {error}",
+            clock(time),
+            retry_at.as_deref().map_or("later", clock)
+        )),
         Report::PullProgress { .. } | Report::ImageRemoved { .. } => None,
     }
 }

@@ -70,6 +70,23 @@ pub struct ContainerView {
     /// When berth last restarted it (RFC 3339), or `null`.
     #[serde(default)]
     pub last_restart_at: Option<String>,
+    /// The last failed stop's error (`CannotStopContainerError: …`), `null` when no stop failed.
+    /// While the container is RUNNING with desired STOPPED, the stop is retried; once it is
+    /// STOPPED the error stays as history.
+    #[serde(deserialize_with = "present")]
+    pub stop_error: Option<String>,
+    /// Failed stops in a row since the stop was last asked for.
+    pub stop_failures: u32,
+    /// When the failed stop is sent again (RFC 3339), `null` when none is waiting.
+    #[serde(deserialize_with = "present")]
+    pub stop_retry_at: Option<String>,
+}
+
+impl ContainerView {
+    /// Docker still runs the container although it is to stop (desired STOPPED, known RUNNING).
+    pub fn stopping(&self) -> bool {
+        self.desired == Status::Stopped && self.known == Status::Running
+    }
 }
 
 /// Where a task's cleanup stands.
@@ -123,6 +140,9 @@ impl TaskView {
                     docker_name: c.docker_name.clone(),
                     restart_count: c.restart_count,
                     last_restart_at: c.last_restart_at.map(report::rfc3339),
+                    stop_error: c.stop_error.clone(),
+                    stop_failures: c.stop_failures,
+                    stop_retry_at: c.stop_retry_at.map(report::rfc3339),
                 })
                 .collect(),
             cleanup,
@@ -281,6 +301,9 @@ mod tests {
                     docker_name: "berth-web-3-app-0123456789ab".into(),
                     restart_count: 2,
                     last_restart_at: Some("2026-11-30T01:23:50.000Z".into()),
+                    stop_error: Some("CannotStopContainerError: refused".into()),
+                    stop_failures: 1,
+                    stop_retry_at: None,
                 },
                 ContainerView {
                     name: "side".into(),
@@ -292,6 +315,9 @@ mod tests {
                     docker_name: "berth-web-3-side-0123456789ab".into(),
                     restart_count: 0,
                     last_restart_at: None,
+                    stop_error: None,
+                    stop_failures: 0,
+                    stop_retry_at: None,
                 },
             ],
             cleanup: Some(CleanupView {
@@ -318,11 +344,14 @@ mod tests {
                 "containers": [
                     {"name": "app", "known": "STOPPED", "desired": "STOPPED", "exitCode": 0,
                      "reason": null, "dockerId": "d0cce7", "dockerName": "berth-web-3-app-0123456789ab",
-                     "restartCount": 2, "lastRestartAt": "2026-11-30T01:23:50.000Z"},
+                     "restartCount": 2, "lastRestartAt": "2026-11-30T01:23:50.000Z",
+                     "stopError": "CannotStopContainerError: refused", "stopFailures": 1,
+                     "stopRetryAt": null},
                     {"name": "side", "known": "NONE", "desired": "STOPPED", "exitCode": null,
                      "reason": "dependency app can never be met", "dockerId": null,
                      "dockerName": "berth-web-3-side-0123456789ab",
-                     "restartCount": 0, "lastRestartAt": null}
+                     "restartCount": 0, "lastRestartAt": null, "stopError": null,
+                     "stopFailures": 0, "stopRetryAt": null}
                 ],
                 "cleanup": {"refused": null, "attempts": 0, "stoppedAt": "2026-11-30T01:24:00.000Z"}
             }),
