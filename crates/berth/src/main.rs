@@ -16,6 +16,7 @@ mod metrics;
 mod output;
 mod registry_auth;
 mod secrets;
+mod tags;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
