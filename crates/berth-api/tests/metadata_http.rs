@@ -142,7 +142,7 @@ fn golden_task_json_has_ecs_keys_and_formats() {
             },
             {
                 // Pulled, not created: DockerId and ImageID empty (ECS sends both keys), no
-                // dynamic fields, no times; ECS's smallest CPU, 2.
+                // dynamic fields, no times; no CPU shares given to Docker: 0.
                 "DockerId": "",
                 "ImageID": "",
                 "Name": "sidecar",
@@ -152,7 +152,7 @@ fn golden_task_json_has_ecs_keys_and_formats() {
                            "berth.family": "web", "berth.revision": "3"},
                 "DesiredStatus": "RUNNING",
                 "KnownStatus": "PULLED",
-                "Limits": {"CPU": 2, "Memory": 0},
+                "Limits": {"CPU": 0, "Memory": 0},
                 "Type": "NORMAL",
                 "ContainerARN": format!(
                     "arn:aws:ecs:eu-west-1:123456789012:container/prod/{task_id}/{}",
@@ -694,12 +694,12 @@ fn v3_leaves_out_the_v4_fields() {
 }
 
 /// A container with a health check shows `Health` from the start, as `{}` until Docker has a
-/// first result (ECS leaves `status` out while it is UNKNOWN).
+/// first result (ECS leaves `status` out while it is UNKNOWN); `Limits.CPU` is Docker's shares.
 #[test]
 fn health_is_an_empty_object_until_docker_has_a_result() {
     let def = json!({"family": "h", "containerDefinitions": [
         {"name": "a", "image": "busybox", "healthCheck": {"command": ["CMD-SHELL", "true"]}},
-        {"name": "b", "image": "busybox", "essential": false}]});
+        {"name": "b", "image": "busybox", "essential": false, "cpu": 1}]});
     let parsed = berth_model::parse(&def.to_string()).expect("valid");
     let mut s = TaskState::new(
         "0123456789abcdef0123456789abcdef".into(),
@@ -712,6 +712,9 @@ fn health_is_an_empty_object_until_docker_has_a_result() {
     }
     let v = render(&s, &[None, None], &info(), Version::V4, false);
     assert_eq!(v["Containers"][0]["Health"], json!({}));
+    // Limits.CPU is the shares Docker was given: none for no cpu, Docker's minimum 2 for 1.
+    assert_eq!(v["Containers"][0]["Limits"]["CPU"], 0);
+    assert_eq!(v["Containers"][1]["Limits"]["CPU"], 2);
     assert!(v["Containers"][1].get("Health").is_none(), "{v}");
     s.containers[0].health = Health::Unhealthy;
     let v = render(&s, &[None, None], &info(), Version::V4, false);

@@ -2,8 +2,8 @@
 //! omission rules (the ECS agent's `omitempty`, `ecs-agent/tmds/handlers/v2/response.go` and
 //! `v4/state/response.go`): times are RFC 3339 UTC and left out when unset; `Revision` is a
 //! string; `DockerId` and `ImageID` are always present (`""` until known); `Limits.CPU` is a number
-//! (CPU units for a container, at least 2 as ECS shows it; vCPUs for the task) written without a
-//! fraction when whole, as Go writes it; `Health` is there for every container with a health
+//! (for a container the CPU shares Docker was given, as ECS shows them: 1 becomes 2, 0 when none
+//! are set; vCPUs for the task) written without a fraction when whole, as Go writes it; `Health` is there for every container with a health
 //! check, its `status` left out until Docker has a result (`{}` at first), `exitCode` 0 and empty
 //! `output` left out.
 //!
@@ -52,10 +52,6 @@ pub enum Version {
     V3,
     V4,
 }
-
-/// ECS's smallest container CPU: Docker takes no fewer than 2 CPU shares, and ECS shows 0 and 1 as
-/// 2 (`minimumCPUUnit` in `agent/handlers/v2/response.go`).
-pub const MIN_CPU_UNITS: u32 = 2;
 
 // Every ARN is the engine's identity's (FireLens's record fields show the same task ARN), so there
 // is one format.
@@ -407,7 +403,11 @@ fn own_container_response(
         known_status: c.known.as_str(),
         exit_code: c.exit_code,
         limits: Limits {
-            cpu: Some(Number(f64::from(def.cpu.unwrap_or(0).max(MIN_CPU_UNITS)))),
+            // The shares Docker was given, as ECS shows them (0: none set).
+            #[allow(clippy::cast_precision_loss)]
+            cpu: Some(Number(
+                berth_engine::spec::cpu_shares(def).unwrap_or(0) as f64
+            )),
             memory: Some(def.memory.and_then(|m| i64::try_from(m).ok()).unwrap_or(0)),
         },
         created_at: c.created_at.map(rfc3339),
