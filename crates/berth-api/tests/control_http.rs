@@ -508,3 +508,60 @@ async fn a_unique_id_prefix_names_its_task_and_an_ambiguous_one_lists_the_matche
     assert_eq!(a.status, 404);
     assert_eq!(a.error().error, "no task ffff");
 }
+
+/// `?tag=KEY=VALUE` (berth submit --tag) is laid over the definition's `tags`; a bad tag or an
+/// unknown parameter is a 400 with the problem, and nothing is submitted.
+#[tokio::test]
+async fn submit_takes_task_tags_in_the_query() {
+    let srv = start().await;
+    let s = &srv.socket;
+    let def = r#"{"family": "web", "tags": [{"key": "team", "value": "db"}, {"key": "env", "value": "prod"}],
+        "containerDefinitions": [{"name": "a", "image": "busybox"}]}"#;
+    let a = call(
+        s,
+        "POST",
+        "/v1/tasks?tag=team%3Dweb&tag=cost%3D",
+        def.as_bytes(),
+    )
+    .await;
+    assert_eq!(a.status, 201);
+    let id = a.json::<SubmitResponse>().task;
+    let tags = srv
+        .fake
+        .tasks
+        .lock()
+        .expect("lock")
+        .get(&id)
+        .expect("submitted")
+        .definition
+        .tags
+        .clone();
+    assert_eq!(
+        tags,
+        vec![
+            berth_model::Tag::new("team", "web"),
+            berth_model::Tag::new("env", "prod"),
+            berth_model::Tag::new("cost", ""),
+        ]
+    );
+    for (query, problem) in [
+        (
+            "tag=aws%3Ax%3D1",
+            "tag: tag key \"aws:x\": the aws: prefix is reserved",
+        ),
+        ("tag=novalue", "tag: \"novalue\" is not KEY=VALUE"),
+        (
+            "tags=a%3Db",
+            "unknown query parameter \"tags\" (known: tag)",
+        ),
+    ] {
+        let a = call(s, "POST", &format!("/v1/tasks?{query}"), DEF.as_bytes()).await;
+        assert_eq!(a.status, 400, "{query}");
+        let problems = a.error().problems.unwrap_or_default();
+        assert!(
+            problems.iter().any(|p| p.starts_with(problem)),
+            "{query}: {problems:?}"
+        );
+    }
+    assert_eq!(srv.fake.tasks.lock().expect("lock").len(), 1);
+}

@@ -1,10 +1,11 @@
 //! The metadata endpoint over real HTTP on loopback, against the fake runtime: golden JSON shapes
 //! (every key name and value format), 404 for unknown ids, 429 over the rate limit, no reads across
-//! tasks, PULLED and NONE containers, and stats with `network_rate_stats`.
+//! tasks, PULLED and NONE containers, and stats with `network_rate_stats`; v3 against v4 and the
+//! `taskWithTags` answers against the shapes of the ECS documentation's examples.
 
 mod common;
 
-use berth_api::metadata::json::{self, TaskInfo};
+use berth_api::metadata::json::{self, TaskInfo, Version};
 use berth_api::metadata::{Listen, MetadataConfig, MetadataServer, RateLimit, TaskDirectory};
 use berth_engine::TaskState;
 use berth_engine::fake::{FakeRuntime, Script};
@@ -28,6 +29,7 @@ fn info() -> TaskInfo {
             ..json::Identity::default()
         },
         launch_type: "EC2".into(),
+        container_instance_tags: Vec::new(),
     }
 }
 
@@ -89,7 +91,13 @@ fn golden_task_json_has_ecs_keys_and_formats() {
         }],
         ..ContainerDetails::default()
     };
-    let r = json::task_response(&s, &[Some(&details), None, None], &info());
+    let r = json::task_response(
+        &s,
+        &[Some(&details), None, None],
+        &info(),
+        Version::V4,
+        false,
+    );
     let text = serde_json::to_string(&r).expect("serializes");
     let got: serde_json::Value = serde_json::from_str(&text).expect("json");
     let expected = json!({
@@ -105,6 +113,7 @@ fn golden_task_json_has_ecs_keys_and_formats() {
         "PullStoppedAt": "2026-11-30T01:00:01.500Z",
         "AvailabilityZone": "eu-west-1b",
         "LaunchType": "EC2",
+        "FaultInjectionEnabled": false,
         "Containers": [
             {
                 "DockerId": "d0",
@@ -125,10 +134,17 @@ fn golden_task_json_has_ecs_keys_and_formats() {
                 "Health": {"status": "HEALTHY", "statusSince": "2026-11-30T01:00:04.500Z", "output": "ok\n"},
                 "Volumes": [{"DockerName": "vol1", "Source": "/var/lib/docker/volumes/vol1/_data", "Destination": "/data"}],
                 "LogDriver": "json-file",
-                "LogOptions": {"max-size": "10m"}
+                "LogOptions": {"max-size": "10m"},
+                "ContainerARN": format!(
+                    "arn:aws:ecs:eu-west-1:123456789012:container/prod/{task_id}/{}",
+                    berth_engine::identity::container_uuid(&task_id, "app")
+                )
             },
             {
-                // Pulled, not created: no DockerId, no dynamic fields, no times.
+                // Pulled, not created: DockerId and ImageID empty (ECS sends both keys), no
+                // dynamic fields, no times; no CPU shares given to Docker: 0.
+                "DockerId": "",
+                "ImageID": "",
                 "Name": "sidecar",
                 "DockerName": format!("berth-web-3-sidecar-{}", &task_id[..12]),
                 "Image": "busybox",
@@ -137,7 +153,11 @@ fn golden_task_json_has_ecs_keys_and_formats() {
                 "DesiredStatus": "RUNNING",
                 "KnownStatus": "PULLED",
                 "Limits": {"CPU": 0, "Memory": 0},
-                "Type": "NORMAL"
+                "Type": "NORMAL",
+                "ContainerARN": format!(
+                    "arn:aws:ecs:eu-west-1:123456789012:container/prod/{task_id}/{}",
+                    berth_engine::identity::container_uuid(&task_id, "sidecar")
+                )
             }
             // "later" is still NONE: left out, as ECS does.
         ]
@@ -168,13 +188,14 @@ fn golden_task_json_has_ecs_keys_and_formats() {
         exit_code: Some(1),
         output: None,
     });
-    let r = json::task_response(&s, &[Some(&d2), None, None], &info());
+    let r = json::task_response(&s, &[Some(&d2), None, None], &info(), Version::V4, false);
     let v = serde_json::to_value(&r).expect("json");
     assert_eq!(v["ExecutionStoppedAt"], "2026-11-30T01:00:09.500Z");
     let app = &v["Containers"][0];
     assert_eq!(app["ExitCode"], 137);
     assert_eq!(app["FinishedAt"], "2026-11-30T01:00:09.500Z");
-    assert_eq!(app["Health"], json!({"status": "UNKNOWN", "exitCode": 1}));
+    // ECS leaves `status` out while it is UNKNOWN (Docker's `starting`).
+    assert_eq!(app["Health"], json!({"exitCode": 1}));
 
     // No task-level limits, an availability zone, another launch type.
     let mut plain = task("plain", 1, "host");
@@ -185,7 +206,14 @@ fn golden_task_json_has_ecs_keys_and_formats() {
     let mut i2 = info();
     i2.identity.availability_zone = "rack-1".into();
     i2.launch_type = "EXTERNAL".into();
-    let v = serde_json::to_value(json::task_response(&plain, &[None], &i2)).expect("json");
+    let v = serde_json::to_value(json::task_response(
+        &plain,
+        &[None],
+        &i2,
+        Version::V4,
+        false,
+    ))
+    .expect("json");
     assert!(v.get("Limits").is_none(), "{v}");
     assert_eq!(v["AvailabilityZone"], "rack-1");
     assert_eq!(v["LaunchType"], "EXTERNAL");
@@ -198,7 +226,7 @@ fn golden_task_json_has_ecs_keys_and_formats() {
         v["Containers"][0]["Ports"],
         json!([{"ContainerPort": 8000, "Protocol": "tcp", "HostPort": 8000}])
     );
-    assert!(v["Containers"][0].get("ImageID").is_none());
+    assert_eq!(v["Containers"][0]["ImageID"], "");
 }
 
 #[test]
@@ -401,9 +429,333 @@ async fn stats_are_dockers_json_keyed_by_docker_id_with_network_rates() {
     assert!(m[&d2].is_null());
     assert!(pulled_id.is_some_and(|p| !m.contains_key(&p)));
 
-    // The task answer lists the pulled container without a DockerId.
+    // The task answer lists the pulled container with an empty DockerId, as ECS does.
     let (_, t) = conn.get_json(&format!("/v4/{id0}/task")).await;
     assert_eq!(t["Containers"][1]["KnownStatus"], "PULLED");
-    assert!(t["Containers"][1].get("DockerId").is_none());
+    assert_eq!(t["Containers"][1]["DockerId"], "");
+    server.shutdown().await;
+}
+
+/// An EC2 bridge task as the ECS documentation's v4 `taskWithTags` example shows it (values of
+/// our own, the documented keys and value types): every key berth can have must be there with the
+/// same JSON type, and berth adds no key ECS's v4 structs do not have.
+const ECS_V4_TASK_WITH_TAGS: &str = r#"{
+  "Cluster": "default",
+  "TaskARN": "arn:aws:ecs:us-west-2:111122223333:task/default/158d1c8083dd49d6b527399fd6414f5c",
+  "Family": "curltest",
+  "ServiceName": "MyService",
+  "Revision": "26",
+  "DesiredStatus": "RUNNING",
+  "KnownStatus": "RUNNING",
+  "PullStartedAt": "2020-10-02T00:43:06.202617438Z",
+  "PullStoppedAt": "2020-10-02T00:43:06.31288465Z",
+  "AvailabilityZone": "us-west-2d",
+  "VPCID": "vpc-1234567890abcdef0",
+  "TaskTags": {"tag-use": "task-metadata-endpoint-test"},
+  "ContainerInstanceTags": {"tag_key": "tag_value"},
+  "LaunchType": "EC2",
+  "Containers": [{
+    "DockerId": "598cba581fe3f939459eaba1e071d5c93bb2c49b7d1ba7db6bb19deeb70d8e38",
+    "Name": "curl",
+    "DockerName": "ecs-curltest-26-curl-c2e5f6e0cf91b0bead01",
+    "Image": "111122223333.dkr.ecr.us-west-2.amazonaws.com/curltest:latest",
+    "ImageID": "sha256:d691691e9652791a60114e67b365688d20d19940dde7c4736ea30e660d8d3553",
+    "Labels": {"com.amazonaws.ecs.cluster": "default"},
+    "DesiredStatus": "RUNNING",
+    "KnownStatus": "RUNNING",
+    "Limits": {"CPU": 10, "Memory": 128},
+    "CreatedAt": "2020-10-02T00:43:06.326590752Z",
+    "StartedAt": "2020-10-02T00:43:06.767535449Z",
+    "Type": "NORMAL",
+    "LogDriver": "awslogs",
+    "LogOptions": {"awslogs-group": "/ecs/metadata"},
+    "ContainerARN": "arn:aws:ecs:us-west-2:111122223333:container/0206b271-b33f-47ab-86c6-a0ba208a70a9",
+    "Networks": [{"NetworkMode": "bridge", "IPv4Addresses": ["172.17.0.2"]}]
+  }]
+}"#;
+
+/// Every key ECS's v4 task and container structs may send (`ecs-agent/tmds/handlers/v2/response.go`,
+/// `v4/state/response.go`); berth must not invent others.
+const ECS_V4_TASK_KEYS: &[&str] = &[
+    "Cluster",
+    "TaskARN",
+    "Family",
+    "Revision",
+    "DesiredStatus",
+    "KnownStatus",
+    "Containers",
+    "Limits",
+    "PullStartedAt",
+    "PullStoppedAt",
+    "ExecutionStoppedAt",
+    "AvailabilityZone",
+    "TaskTags",
+    "ContainerInstanceTags",
+    "LaunchType",
+    "Errors",
+    "VPCID",
+    "ServiceName",
+    "Group",
+    "ClockDrift",
+    "EphemeralStorageMetrics",
+    "FaultInjectionEnabled",
+    "AvailabilityZoneID",
+];
+const ECS_V4_CONTAINER_KEYS: &[&str] = &[
+    "DockerId",
+    "Name",
+    "DockerName",
+    "Image",
+    "ImageID",
+    "Ports",
+    "Labels",
+    "DesiredStatus",
+    "KnownStatus",
+    "ExitCode",
+    "Limits",
+    "CreatedAt",
+    "StartedAt",
+    "FinishedAt",
+    "Type",
+    "Networks",
+    "Health",
+    "Volumes",
+    "LogDriver",
+    "LogOptions",
+    "ContainerARN",
+    "Snapshotter",
+    "RestartCount",
+];
+
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+/// A running single-container bridge task with tags, as berth shows it.
+fn tagged_running_task() -> (TaskState, ContainerDetails, TaskInfo) {
+    let def = json!({
+        "taskDefinition": {
+            "family": "curltest", "revision": 26,
+            "containerDefinitions": [{"name": "curl", "image": "curltest:latest", "cpu": 10, "memory": 128,
+                "logConfiguration": {"logDriver": "json-file", "options": {"max-size": "1m"}}}],
+            "tags": [{"key": "team", "value": "metadata"}]
+        },
+        "tags": [{"key": "tag-use", "value": "task-metadata-endpoint-test"}]
+    });
+    let parsed = berth_model::parse(&def.to_string()).expect("valid");
+    let mut s = TaskState::new(
+        "158d1c8083dd49d6b527399fd6414f5c".into(),
+        parsed.definition,
+        0,
+    );
+    let c = &mut s.containers[0];
+    c.docker_id = Some("598cba581fe3".into());
+    c.known = Status::Running;
+    c.pull_started_at = Some(1_601_599_386_202);
+    c.pull_stopped_at = Some(1_601_599_386_312);
+    c.created_at = Some(1_601_599_386_326);
+    c.started_at = Some(1_601_599_386_767);
+    let details = ContainerDetails {
+        image_id: Some("sha256:d691".into()),
+        networks: vec![NetworkAttachment {
+            network: "bridge".into(),
+            ipv4_addresses: vec!["172.17.0.2".into()],
+        }],
+        ..ContainerDetails::default()
+    };
+    let mut i = info();
+    i.container_instance_tags = vec![berth_model::Tag::new("tag_key", "tag_value")];
+    (s, details, i)
+}
+
+fn render(
+    s: &TaskState,
+    details: &[Option<&ContainerDetails>],
+    i: &TaskInfo,
+    version: Version,
+    tags: bool,
+) -> serde_json::Value {
+    serde_json::to_value(json::task_response(s, details, i, version, tags)).expect("json")
+}
+
+#[test]
+fn v4_task_with_tags_has_the_documented_keys_and_types_and_no_others() {
+    let (s, details, i) = tagged_running_task();
+    let got = render(&s, &[Some(&details)], &i, Version::V4, true);
+    let doc: serde_json::Value = serde_json::from_str(ECS_V4_TASK_WITH_TAGS).expect("example");
+    // What berth cannot know: no ECS service, no VPC.
+    let not_here = ["ServiceName", "VPCID"];
+    for (scope, want, have, keys) in [
+        ("task", &doc, &got, ECS_V4_TASK_KEYS),
+        (
+            "container",
+            &doc["Containers"][0],
+            &got["Containers"][0],
+            ECS_V4_CONTAINER_KEYS,
+        ),
+    ] {
+        for (k, v) in want.as_object().expect("object") {
+            if not_here.contains(&k.as_str()) {
+                assert!(
+                    have.get(k).is_none(),
+                    "{scope} {k}: berth has no value for it"
+                );
+                continue;
+            }
+            let h = have
+                .get(k)
+                .unwrap_or_else(|| panic!("{scope}: {k} missing in {have}"));
+            assert_eq!(kind(h), kind(v), "{scope} {k}: {h} vs the documented {v}");
+        }
+        for k in have.as_object().expect("object").keys() {
+            assert!(
+                keys.contains(&k.as_str()),
+                "{scope}: {k} is no key ECS sends"
+            );
+        }
+    }
+    assert_eq!(
+        got["TaskTags"],
+        json!({"tag-use": "task-metadata-endpoint-test", "team": "metadata"})
+    );
+    assert_eq!(
+        got["ContainerInstanceTags"],
+        json!({"tag_key": "tag_value"})
+    );
+    assert_eq!(got["FaultInjectionEnabled"], false);
+    assert_eq!(
+        got["Containers"][0]["ContainerARN"],
+        i.identity.container_arn(&s.id, "curl")
+    );
+
+    // `/task` is the same answer without the tags.
+    let plain = render(&s, &[Some(&details)], &i, Version::V4, false);
+    assert!(plain.get("TaskTags").is_none() && plain.get("ContainerInstanceTags").is_none());
+    // Empty tags are left out even from taskWithTags (ECS's omitempty on the maps).
+    let mut untagged = s.clone();
+    untagged.definition.tags.clear();
+    let mut no_instance_tags = i.clone();
+    no_instance_tags.container_instance_tags.clear();
+    let bare = render(
+        &untagged,
+        &[Some(&details)],
+        &no_instance_tags,
+        Version::V4,
+        true,
+    );
+    assert!(bare.get("TaskTags").is_none() && bare.get("ContainerInstanceTags").is_none());
+}
+
+/// ECS's v3 handlers build the v2 structs without `includeV4Metadata`: no ContainerARN, no log
+/// driver or options, no HostIp, no LaunchType, no FaultInjectionEnabled; tags the same as v4.
+#[test]
+fn v3_leaves_out_the_v4_fields() {
+    let (s, mut details, i) = tagged_running_task();
+    details.ports = vec![BoundPort {
+        container_port: 80,
+        protocol: "tcp".into(),
+        host_port: Some(32768),
+        host_ip: Some("0.0.0.0".into()),
+    }];
+    let v4 = render(&s, &[Some(&details)], &i, Version::V4, true);
+    let v3 = render(&s, &[Some(&details)], &i, Version::V3, true);
+    for k in ["LaunchType", "FaultInjectionEnabled"] {
+        assert!(v4.get(k).is_some() && v3.get(k).is_none(), "{k}: {v3}");
+    }
+    for k in ["ContainerARN", "LogDriver", "LogOptions"] {
+        assert!(v4["Containers"][0].get(k).is_some(), "{k}: {v4}");
+        assert!(v3["Containers"][0].get(k).is_none(), "{k}: {v3}");
+    }
+    assert_eq!(v4["Containers"][0]["Ports"][0]["HostIp"], "0.0.0.0");
+    assert_eq!(
+        v3["Containers"][0]["Ports"],
+        json!([{"ContainerPort": 80, "Protocol": "tcp", "HostPort": 32768}])
+    );
+    assert_eq!(v3["TaskTags"], v4["TaskTags"]);
+    assert_eq!(v3["AvailabilityZone"], "eu-west-1b");
+    // The container answer alone follows the same rule.
+    let c3 = serde_json::to_value(json::container_response(
+        &s,
+        0,
+        Some(&details),
+        None,
+        &i,
+        Version::V3,
+    ))
+    .expect("json");
+    assert!(c3.get("ContainerARN").is_none(), "{c3}");
+}
+
+/// A container with a health check shows `Health` from the start, as `{}` until Docker has a
+/// first result (ECS leaves `status` out while it is UNKNOWN); `Limits.CPU` is Docker's shares.
+#[test]
+fn health_is_an_empty_object_until_docker_has_a_result() {
+    let def = json!({"family": "h", "containerDefinitions": [
+        {"name": "a", "image": "busybox", "healthCheck": {"command": ["CMD-SHELL", "true"]}},
+        {"name": "b", "image": "busybox", "essential": false, "cpu": 1}]});
+    let parsed = berth_model::parse(&def.to_string()).expect("valid");
+    let mut s = TaskState::new(
+        "0123456789abcdef0123456789abcdef".into(),
+        parsed.definition,
+        0,
+    );
+    for c in &mut s.containers {
+        c.known = Status::Running;
+        c.docker_id = Some(format!("id-{}", c.name));
+    }
+    let v = render(&s, &[None, None], &info(), Version::V4, false);
+    assert_eq!(v["Containers"][0]["Health"], json!({}));
+    // Limits.CPU is the shares Docker was given: none for no cpu, Docker's minimum 2 for 1.
+    assert_eq!(v["Containers"][0]["Limits"]["CPU"], 0);
+    assert_eq!(v["Containers"][1]["Limits"]["CPU"], 2);
+    assert!(v["Containers"][1].get("Health").is_none(), "{v}");
+    s.containers[0].health = Health::Unhealthy;
+    let v = render(&s, &[None, None], &info(), Version::V4, false);
+    assert_eq!(v["Containers"][0]["Health"], json!({"status": "UNHEALTHY"}));
+}
+
+#[tokio::test]
+async fn task_with_tags_is_served_on_v3_and_v4() {
+    let rt = FakeRuntime::new();
+    let mut a = task("tagged", 1, "bridge");
+    a.definition.tags = vec![berth_model::Tag::new("team", "web")];
+    run_in_fake(&rt, &mut a).await;
+    let directory = Arc::new(TaskDirectory::new());
+    let mut config = MetadataConfig {
+        task: info(),
+        rate_limit: RateLimit::DISABLED,
+        ..MetadataConfig::default()
+    };
+    config.task.container_instance_tags = vec![berth_model::Tag::new("rack", "r1")];
+    let listen = Listen {
+        addr: "127.0.0.1:0".parse().expect("addr"),
+        advertise: None,
+        bridge: false,
+    };
+    let server = MetadataServer::start(Arc::new(rt), directory.clone(), config, listen)
+        .await
+        .expect("server starts");
+    let (_tx, rx) = watch::channel(a.clone());
+    directory.register(rx);
+    let mut conn = Conn::open(server.local_addrs()[0]).await;
+    let id = &a.containers[0].metadata_id;
+    for v in ["v4", "v3"] {
+        let (status, t) = conn.get_json(&format!("/{v}/{id}/taskWithTags")).await;
+        assert_eq!(status, 200, "{v}: {t}");
+        assert_eq!(t["TaskTags"], json!({"team": "web"}), "{v}");
+        assert_eq!(t["ContainerInstanceTags"], json!({"rack": "r1"}), "{v}");
+        // Rendered answers are cached per variant: /task right after has no tags.
+        let (_, plain) = conn.get_json(&format!("/{v}/{id}/task")).await;
+        assert!(plain.get("TaskTags").is_none(), "{v}: {plain}");
+        assert_eq!(plain.get("LaunchType").is_some(), v == "v4", "{v}: {plain}");
+    }
+    assert_eq!(conn.get("/v4/nope/taskWithTags").await.0, 404);
     server.shutdown().await;
 }

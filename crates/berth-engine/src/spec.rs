@@ -226,6 +226,13 @@ impl VolumePlan {
     }
 }
 
+/// The Docker CPU shares of a container: none for 0 or unset CPU units (Docker's default weight),
+/// else the units, at least Docker's minimum of 2. The metadata endpoint shows the same number
+/// (0 for none). ECS gives 0 and unset 2 shares instead; berth keeps Docker's default.
+pub fn cpu_shares(def: &berth_model::ContainerDefinition) -> Option<i64> {
+    def.cpu.filter(|c| *c > 0).map(|c| i64::from(c.max(2)))
+}
+
 /// This machine's host name (`/proc/sys/kernel/hostname`), `localhost` when unreadable (part of
 /// the container instance id, [`crate::identity::container_instance_id`]).
 pub fn host_name() -> String {
@@ -560,8 +567,7 @@ pub fn container_spec_with_values(
             (NetworkMode::Host, _) => "host".to_string(),
             (NetworkMode::None, _) => "none".to_string(),
         },
-        // ECS: 0 or unset CPU units means no shares; Docker's minimum share is 2.
-        cpu_shares: def.cpu.filter(|c| *c > 0).map(|c| i64::from(c.max(2))),
+        cpu_shares: cpu_shares(def),
         memory_bytes: def.memory.map(mib),
         memory_reservation_bytes: def.memory_reservation.map(mib),
         readonly_rootfs: def.readonly_root_filesystem,

@@ -11,6 +11,7 @@ pub mod logging;
 mod parse;
 mod problem;
 pub mod secret;
+pub mod tags;
 pub mod types;
 
 pub use firelens::{FirelensConfiguration, FirelensType};
@@ -18,4 +19,5 @@ pub use graph::{DependencyGraph, GraphFormat};
 pub use linux::{Device, LinuxParameters, Tmpfs};
 pub use parse::{parse, parse_bytes};
 pub use problem::{Invalid, Parsed, Problem};
+pub use tags::Tag;
 pub use types::*;

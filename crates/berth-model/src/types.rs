@@ -30,6 +30,12 @@ pub struct TaskDefinition {
     /// `ipcMode`; None = each container has its own (private) IPC namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipc_mode: Option<IpcMode>,
+    /// The task's tags (`TaskTags` of the metadata endpoint): the definition's `tags` (the
+    /// `describe-task-definition` wrapper's, or `RegisterTaskDefinition`'s beside `family`), then
+    /// those given with the task (`berth run --tag`, `berth submit --tag`), which win per key.
+    /// Tasks stored before tags existed load with none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<crate::tags::Tag>,
 }
 
 /// `pidMode`.
@@ -57,7 +63,7 @@ pub enum IpcMode {
 impl TaskDefinition {
     /// A task of these containers with every other field as a definition that leaves it out has
     /// it: revision 0 (not said), no volumes, `bridge` network mode, no task-level cpu or memory,
-    /// private PID and IPC namespaces.
+    /// private PID and IPC namespaces, no tags.
     pub fn new(family: impl Into<String>, container_definitions: Vec<ContainerDefinition>) -> Self {
         TaskDefinition {
             family: family.into(),
@@ -69,6 +75,7 @@ impl TaskDefinition {
             memory: None,
             pid_mode: None,
             ipc_mode: None,
+            tags: Vec::new(),
         }
     }
 

@@ -91,6 +91,9 @@ pub struct Args {
     #[command(flatten)]
     pub identity: crate::identity::IdentityArgs,
 
+    #[command(flatten)]
+    pub instance_tags: crate::tags::InstanceTagArgs,
+
     /// Metadata requests allowed per container: N per second with bursts of BURST (ECS: 40/60);
     /// 0 = no limit.
     #[arg(long, value_name = "N/BURST", default_value = "40/60")]
@@ -426,6 +429,7 @@ async fn start_metadata(
     let config = MetadataConfig {
         task: TaskInfo {
             identity: agent.identity.clone(),
+            container_instance_tags: args.instance_tags.resolve()?,
             ..TaskInfo::default()
         },
         rate_limit: args.metadata_rate_limit,

@@ -40,6 +40,8 @@ pub enum ClientCommand {
         #[arg(long)]
         wait: bool,
         #[command(flatten)]
+        tags: crate::tags::TaskTagArgs,
+        #[command(flatten)]
         agent: AgentArgs,
     },
     /// List tasks (running ones; -a for all the agent still keeps).
@@ -445,7 +447,12 @@ fn print_task(t: &TaskView) {
 
 async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        ClientCommand::Submit { file, wait, agent } => {
+        ClientCommand::Submit {
+            file,
+            wait,
+            tags,
+            agent,
+        } => {
             let body = if file == Path::new("-") {
                 let mut b = Vec::new();
                 std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
@@ -460,7 +467,18 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
             } else {
                 None
             };
-            let (status, answer) = call(&agent.agent, Method::POST, "/v1/tasks", body).await?;
+            // The agent checks the tags (ECS's rules) as it checks the definition.
+            let query: Vec<(&str, String)> = tags
+                .tags
+                .iter()
+                .map(|t| ("tag", format!("{}={}", t.key, t.value)))
+                .collect();
+            let path = if query.is_empty() {
+                "/v1/tasks".to_string()
+            } else {
+                format!("/v1/tasks?{}", serde_urlencoded::to_string(&query)?)
+            };
+            let (status, answer) = call(&agent.agent, Method::POST, &path, body).await?;
             if status == StatusCode::BAD_REQUEST
                 && let Some(ErrorBody {
                     problems: Some(problems),

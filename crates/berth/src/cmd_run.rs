@@ -80,6 +80,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
+
+    #[command(flatten)]
+    pub tags: crate::tags::TaskTagArgs,
 }
 
 /// Task metadata endpoint options (see docs/metadata.md).
@@ -99,6 +102,9 @@ pub struct MetadataArgs {
 
     #[command(flatten)]
     pub identity: crate::identity::IdentityArgs,
+
+    #[command(flatten)]
+    pub instance_tags: crate::tags::InstanceTagArgs,
 
     /// Requests allowed per metadata id: N per second with bursts of BURST (ECS: 40/60); 0 = no limit.
     #[arg(long, value_name = "N/BURST", default_value = "40/60")]
@@ -121,11 +127,13 @@ impl MetadataArgs {
         let Some(addr) = self.metadata_addr else {
             return Ok(None);
         };
+        let container_instance_tags = self.instance_tags.resolve()?;
         let directory = Arc::new(TaskDirectory::new());
         directory.register(snapshots);
         let config = MetadataConfig {
             task: TaskInfo {
                 identity: identity.clone(),
+                container_instance_tags,
                 ..TaskInfo::default()
             },
             rate_limit: self.metadata_rate_limit,
@@ -271,10 +279,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let secrets = args.secrets.provider()?;
     let auth = args.registry.chain_with_secrets(secrets.clone())?;
     let policy = args.logs.policy()?;
-    let parsed = match crate::input::load(file, &policy) {
+    let mut parsed = match crate::input::load(file, &policy) {
         Ok(parsed) => parsed,
         Err(code) => return Ok(code),
     };
+    args.tags.apply(&mut parsed.definition)?;
+    // A bad ECS_CONTAINER_INSTANCE_TAGS stops the run before anything starts.
+    args.metadata.instance_tags.resolve()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

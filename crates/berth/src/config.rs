@@ -33,6 +33,8 @@ enum Kind {
     Switch,
     /// A list of strings (or one string), passed as `--flag=["a","b"]` (JSON, ECS's syntax).
     List,
+    /// A table of strings, passed as one `--flag=KEY=VALUE` per entry (tags).
+    Map,
 }
 
 /// One option the configuration file may set.
@@ -76,6 +78,11 @@ const KEYS: &[Key] = &[
         "availability-zone",
         &["BERTH_AVAILABILITY_ZONE"],
         Kind::Value,
+    ),
+    key(
+        "container-instance-tags",
+        &[crate::tags::ECS_INSTANCE_TAGS_ENV],
+        Kind::Map,
     ),
     key("metadata-rate-limit", &[], Kind::Value),
     key("log-format", &[], Kind::Value),
@@ -248,6 +255,7 @@ const AGENT_ONLY: &[(&str, &str)] = &[
     crate::identity::KEYS[2],
     crate::identity::KEYS[3],
     crate::identity::KEYS[4],
+    ("container-instance-tags", "container-instance-tag"),
     ("metadata-rate-limit", "metadata-rate-limit"),
     ("log-format", "log-format"),
     ("disable-image-cleanup", "disable-image-cleanup"),
@@ -372,6 +380,34 @@ fn layer(
                 known.join(", ")
             );
         };
+        if key.kind == Kind::Map {
+            let toml::Value::Table(entries) = value else {
+                anyhow::bail!(
+                    "{}: option {name:?} must be a table of strings (e.g. {name} = {{ rack = \"r1\" }}), found {}",
+                    path.display(),
+                    value.type_str()
+                );
+            };
+            let mut flags = Vec::new();
+            for (k, v) in entries {
+                let toml::Value::String(v) = v else {
+                    anyhow::bail!(
+                        "{}: option {name:?}: the value of {k:?} must be a string, found {}",
+                        path.display(),
+                        v.type_str()
+                    );
+                };
+                flags.push((k.clone(), v.clone()));
+            }
+            if let Some((_, flag)) = applies.iter().find(|(k, _)| k == name)
+                && !key.env.iter().any(|v| env_set(v))
+            {
+                for (k, v) in flags {
+                    injected.push(format!("--{flag}={k}={v}").into());
+                }
+            }
+            continue;
+        }
         let flag_value = match (key.kind, value) {
             (Kind::Switch, toml::Value::Boolean(b)) => b.then_some(None),
             (Kind::Value, toml::Value::String(s)) => Some(Some(s.clone())),
@@ -401,6 +437,7 @@ fn layer(
                 path.display(),
                 other.type_str()
             ),
+            (Kind::Map, _) => None, // handled above
             (Kind::Value, other) => anyhow::bail!(
                 "{}: option {name:?} must be a string or a number, found {}",
                 path.display(),
@@ -475,6 +512,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
         t.insert("metadata-advertise".into(), a.clone().into());
     }
     args.identity.put(&mut t);
+    args.instance_tags.put(&mut t)?;
     t.insert(
         "metadata-rate-limit".into(),
         args.metadata_rate_limit.to_string().into(),
@@ -669,6 +707,46 @@ mod tests {
             ["berth", "agent", "--docker-config=/etc/berth/docker.json"],
             "ECS's variables beat the file"
         );
+    }
+
+    #[test]
+    fn container_instance_tags_are_a_table_given_as_one_flag_each() {
+        let file = "container-instance-tags = { rack = \"r1\", \"os family\" = \"linux\" }\n";
+        let argv = layered(&["berth", "agent"], file, &[]).expect("layered");
+        assert_eq!(
+            strs(&argv),
+            [
+                "berth",
+                "agent",
+                "--container-instance-tag=os family=linux",
+                "--container-instance-tag=rack=r1"
+            ]
+        );
+        let tags = agent(argv).instance_tags.container_instance_tags;
+        assert_eq!(tags.len(), 2);
+        // ECS's variable beats the file; `berth run` takes no instance tags from the file.
+        let argv =
+            layered(&["berth", "agent"], file, &["ECS_CONTAINER_INSTANCE_TAGS"]).expect("layered");
+        assert_eq!(strs(&argv), ["berth", "agent"]);
+        let argv = layered(&["berth", "run", "t.json"], file, &[]).expect("layered");
+        assert_eq!(strs(&argv), ["berth", "run", "t.json"]);
+        let err = layered(
+            &["berth", "agent"],
+            "container-instance-tags = [\"a=b\"]\n",
+            &[],
+        )
+        .expect_err("a list is no table");
+        assert!(
+            err.to_string().contains("must be a table of strings"),
+            "{err}"
+        );
+        let err = layered(
+            &["berth", "agent"],
+            "container-instance-tags = { n = 1 }\n",
+            &[],
+        )
+        .expect_err("values are strings");
+        assert!(err.to_string().contains("\"n\" must be a string"), "{err}");
     }
 
     #[test]

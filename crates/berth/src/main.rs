@@ -19,6 +19,7 @@ mod metrics;
 mod output;
 mod registry_auth;
 mod secrets;
+mod tags;
 mod test_env;
 
 use clap::{CommandFactory, Parser, Subcommand};

@@ -1140,3 +1140,45 @@ fn the_id_prefix_ps_prints_works_for_inspect_logs_stop_and_rm() {
     assert_eq!(code, 1);
     assert!(err.contains(&format!("no task {short}")), "{err}");
 }
+
+/// `berth submit --tag` reaches the task's `TaskTags` and ECS's `ECS_CONTAINER_INSTANCE_TAGS` the
+/// agent's `ContainerInstanceTags`: a host-mode container reads its `/taskWithTags` from inside.
+#[test]
+fn submit_tags_and_the_agents_instance_tags_reach_task_with_tags() {
+    let mut agent = Agent::start("1h");
+    agent.kill9();
+    agent.restart_env(&[], &[("ECS_CONTAINER_INSTANCE_TAGS", r#"{"rack":"r9"}"#)]);
+    let family = unique_name("agent-tags-");
+    let _g = FamilyGuard(family.clone());
+    let out = agent.dir.path().join("out");
+    std::fs::create_dir(&out).expect("out dir");
+    let mut reader = container(
+        "reader",
+        "wget -qO /out/tags.json \"$ECS_CONTAINER_METADATA_URI_V4/taskWithTags\"",
+    );
+    reader["mountPoints"] = json!([{"sourceVolume": "out", "containerPath": "/out"}]);
+    let def = json!({
+        "family": family,
+        "networkMode": "host",
+        "tags": [{"key": "team", "value": "db"}, {"key": "env", "value": "prod"}],
+        "volumes": [{"name": "out", "host": {"sourcePath": out.display().to_string()}}],
+        "containerDefinitions": [reader],
+    });
+    let file = agent.dir.path().join("t.json");
+    std::fs::write(&file, def.to_string()).expect("write");
+    let path = file.to_str().expect("utf-8");
+    let (code, stdout, err) = agent.cli(&["submit", "--wait", "--tag", "team=web", path]);
+    assert_eq!(code, 0, "{stdout}{err}\n{}", agent.log());
+    let text = std::fs::read_to_string(out.join("tags.json")).expect("tags.json written");
+    let v: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(v["TaskTags"], json!({"env": "prod", "team": "web"}), "{v}");
+    assert_eq!(v["ContainerInstanceTags"], json!({"rack": "r9"}), "{v}");
+    // A bad tag is a usage error of the client naming the option (the agent checks it again:
+    // crates/berth-api/tests/control_http.rs); nothing is submitted.
+    let (code, _, err) = agent.cli(&["submit", "--tag", "aws:x=1", path]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("'--tag <KEY=VALUE>'") && err.contains("aws: prefix is reserved"),
+        "{err}"
+    );
+}

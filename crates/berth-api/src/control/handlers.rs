@@ -102,15 +102,39 @@ async fn resolve<C: ControlPlane>(plane: &C, id: String) -> Result<String, Contr
     }
 }
 
-/// `POST /v1/tasks`: check the definition, have the plane store and start it.
+/// `POST /v1/tasks[?tag=KEY=VALUE…]`: check the definition and the tags, have the plane store
+/// and start it.
 pub async fn submit<C: ControlPlane>(
     State(plane): State<Arc<C>>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ControlError> {
+    let Query(query) = query.map_err(|r| bad_request(r.body_text()))?;
     let body = body.map_err(|r| body_error(&r, super::router::MAX_BODY))?;
-    let parsed = berth_model::parse_bytes(&body).map_err(|invalid| ControlError::Invalid {
+    let mut parsed = berth_model::parse_bytes(&body).map_err(|invalid| ControlError::Invalid {
         problems: invalid.problems.iter().map(ToString::to_string).collect(),
     })?;
+    // `?tag=KEY=VALUE` (repeatable): the task's tags, as ECS's RunTask `tags`, over the
+    // definition's own.
+    let mut tags = Vec::new();
+    let mut problems = Vec::new();
+    for (name, value) in &query {
+        match name.as_str() {
+            "tag" => match berth_model::tags::parse_key_value(value) {
+                Ok(t) => tags.push(t),
+                Err(why) => problems.push(format!("tag: {why}")),
+            },
+            other => problems.push(format!("unknown query parameter {other:?} (known: tag)")),
+        }
+    }
+    let merged = berth_model::tags::merge(&parsed.definition.tags, &tags);
+    if let Err(why) = berth_model::tags::check_count(merged.len()) {
+        problems.push(format!("tag: {why}"));
+    }
+    if !problems.is_empty() {
+        return Err(ControlError::Invalid { problems });
+    }
+    parsed.definition.tags = merged;
     let mut warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
     let submitted = plane.submit(parsed.definition).await?;
     warnings.extend(submitted.warnings);

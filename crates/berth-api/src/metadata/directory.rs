@@ -7,6 +7,7 @@
 //! change (an atomic version check; the clone is taken under the channel's lock only for that copy)
 //! and shared as an `Arc` until the next change.
 
+use crate::metadata::json::Version;
 use crate::metadata::ratelimit::{RateLimit, TokenBucket};
 use berth_engine::TaskState;
 use berth_engine::runtime::ContainerDetails;
@@ -42,6 +43,8 @@ pub(crate) struct TaskEntry {
 /// same snapshot and details (pointer-equal `Arc`s), so it is never stale.
 pub(crate) struct Rendered {
     pub(crate) server: usize,
+    /// Which answer: the endpoint version and whether it is `taskWithTags`.
+    pub(crate) variant: (Version, bool),
     pub(crate) state: Arc<TaskState>,
     pub(crate) details: Vec<Option<Arc<ContainerDetails>>>,
     pub(crate) body: axum::body::Bytes,
@@ -74,12 +77,14 @@ impl TaskEntry {
     pub(crate) fn rendered_for(
         &self,
         server: usize,
+        variant: (Version, bool),
         state: &Arc<TaskState>,
         details: &[Option<Arc<ContainerDetails>>],
     ) -> Option<axum::body::Bytes> {
         let r = lock(&self.rendered);
         let r = r.as_ref()?;
         let same = r.server == server
+            && r.variant == variant
             && Arc::ptr_eq(&r.state, state)
             && r.details.len() == details.len()
             && r.details.iter().zip(details).all(|(a, b)| match (a, b) {

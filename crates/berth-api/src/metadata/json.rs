@@ -1,8 +1,15 @@
 //! The JSON answers of the metadata endpoint, with ECS's exact key names, value formats and
-//! omission rules (the ECS agent's `omitempty`): times are RFC 3339 UTC and left out when unset;
-//! `Revision` is a string; `Limits.CPU` is a number (CPU units for a container, vCPUs for the task)
-//! written without a fraction when whole, as Go writes it; `Health.exitCode` 0 and empty `output`
-//! are left out.
+//! omission rules (the ECS agent's `omitempty`, `ecs-agent/tmds/handlers/v2/response.go` and
+//! `v4/state/response.go`): times are RFC 3339 UTC and left out when unset; `Revision` is a
+//! string; `DockerId` and `ImageID` are always present (`""` until known); `Limits.CPU` is a number
+//! (for a container the CPU shares Docker was given, as ECS shows them: 1 becomes 2, 0 when none
+//! are set; vCPUs for the task) written without a fraction when whole, as Go writes it; `Health` is there for every container with a health
+//! check, its `status` left out until Docker has a result (`{}` at first), `exitCode` 0 and empty
+//! `output` left out.
+//!
+//! v3 and v4 differ as in ECS ([`Version`]): only v4 has `ContainerARN`, `LogDriver`,
+//! `LogOptions`, the ports' `HostIp`, the task's `LaunchType` and `FaultInjectionEnabled`.
+//! `TaskTags` and `ContainerInstanceTags` only in the `taskWithTags` answers, left out when empty.
 //!
 //! Pure: built from a task snapshot plus the runtime's [`ContainerDetails`] (which may be missing
 //! for any container: the container is still listed, without its dynamic fields).
@@ -12,6 +19,7 @@ use berth_engine::runtime::ContainerDetails;
 use berth_engine::spec::container_labels;
 use berth_engine::state::{Health, Status, TaskState};
 use berth_model::NetworkMode;
+use berth_model::tags::{Tag, to_map};
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
@@ -22,6 +30,9 @@ pub struct TaskInfo {
     pub identity: Identity,
     /// `LaunchType` (default `EC2`).
     pub launch_type: String,
+    /// `ContainerInstanceTags` of the `taskWithTags` answers (the agent's configuration; ECS's
+    /// `ECS_CONTAINER_INSTANCE_TAGS`).
+    pub container_instance_tags: Vec<Tag>,
 }
 
 impl Default for TaskInfo {
@@ -29,8 +40,17 @@ impl Default for TaskInfo {
         TaskInfo {
             identity: Identity::default(),
             launch_type: "EC2".to_string(),
+            container_instance_tags: Vec::new(),
         }
     }
+}
+
+/// Which endpoint version answers: ECS's v3 handlers build the same responses without the v4
+/// fields (`includeV4Metadata` false in `agent/handlers/v2/response.go`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Version {
+    V3,
+    V4,
 }
 
 // Every ARN is the engine's identity's (FireLens's record fields show the same task ARN), so there
@@ -92,8 +112,9 @@ pub struct Network {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HealthStatus {
-    /// `HEALTHY`, `UNHEALTHY` or `UNKNOWN` (no result yet).
-    pub status: &'static str,
+    /// `HEALTHY` or `UNHEALTHY`; left out (as ECS does) until Docker has a first result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<&'static str>,
     #[serde(rename = "statusSince", skip_serializing_if = "Option::is_none")]
     pub status_since: Option<String>,
     #[serde(rename = "exitCode", skip_serializing_if = "is_zero_i64")]
@@ -115,16 +136,18 @@ pub struct Volume {
 /// One container (`GET /v4/<id>`, and each element of `Containers`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ContainerResponse {
-    #[serde(rename = "DockerId", skip_serializing_if = "Option::is_none")]
-    pub docker_id: Option<String>,
+    /// `""` until the container is created (ECS sends the key, empty).
+    #[serde(rename = "DockerId")]
+    pub docker_id: String,
     #[serde(rename = "Name")]
     pub name: String,
     #[serde(rename = "DockerName")]
     pub docker_name: String,
     #[serde(rename = "Image")]
     pub image: String,
-    #[serde(rename = "ImageID", skip_serializing_if = "Option::is_none")]
-    pub image_id: Option<String>,
+    /// `""` until Docker is asked (ECS sends the key, empty).
+    #[serde(rename = "ImageID")]
+    pub image_id: String,
     #[serde(rename = "Ports", skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Port>,
     #[serde(rename = "Labels", skip_serializing_if = "BTreeMap::is_empty")]
@@ -155,6 +178,9 @@ pub struct ContainerResponse {
     pub log_driver: Option<String>,
     #[serde(rename = "LogOptions", skip_serializing_if = "BTreeMap::is_empty")]
     pub log_options: BTreeMap<String, String>,
+    /// v4 only.
+    #[serde(rename = "ContainerARN", skip_serializing_if = "Option::is_none")]
+    pub container_arn: Option<String>,
     /// Restarts under the container's restart policy; only for a container whose policy is
     /// enabled, last, as ECS's v4 container response has it (`agent/handlers/v4/response.go`).
     #[serde(rename = "RestartCount", skip_serializing_if = "Option::is_none")]
@@ -186,18 +212,37 @@ pub struct TaskResponse {
     pub execution_stopped_at: Option<String>,
     #[serde(rename = "AvailabilityZone", skip_serializing_if = "Option::is_none")]
     pub availability_zone: Option<String>,
+    /// `taskWithTags` only.
+    #[serde(rename = "TaskTags", skip_serializing_if = "BTreeMap::is_empty")]
+    pub task_tags: BTreeMap<String, String>,
+    /// `taskWithTags` only.
+    #[serde(
+        rename = "ContainerInstanceTags",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub container_instance_tags: BTreeMap<String, String>,
+    /// v4 only.
     #[serde(rename = "LaunchType", skip_serializing_if = "String::is_empty")]
     pub launch_type: String,
-    #[serde(rename = "Containers")]
+    /// Left out while no container is listed, as ECS does.
+    #[serde(rename = "Containers", skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<ContainerResponse>,
+    /// v4 only, always sent there (ECS has no `omitempty` on it): berth has no fault injection
+    /// endpoints, so it is `false` (a definition's `enableFaultInjection` is ignored with a warning).
+    #[serde(
+        rename = "FaultInjectionEnabled",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fault_injection_enabled: Option<bool>,
 }
 
-/// ECS's container health status names (Docker's `starting` is ECS's `UNKNOWN`).
-fn health_name(h: Health) -> &'static str {
+/// ECS's container health status names; None for ECS's `UNKNOWN` (Docker's `starting`, or no
+/// result yet), which ECS leaves out.
+fn health_name(h: Health) -> Option<&'static str> {
     match h {
-        Health::Healthy => "HEALTHY",
-        Health::Unhealthy => "UNHEALTHY",
-        Health::Unknown | Health::Starting => "UNKNOWN",
+        Health::Healthy => Some("HEALTHY"),
+        Health::Unhealthy => Some("UNHEALTHY"),
+        Health::Unknown | Health::Starting => None,
     }
 }
 
@@ -232,6 +277,8 @@ pub fn container_response(
     i: usize,
     details: Option<&ContainerDetails>,
     pause: Option<&ContainerDetails>,
+    info: &TaskInfo,
+    version: Version,
 ) -> ContainerResponse {
     let mode = state.definition.network_mode;
     let mut r = own_container_response(state, i, details);
@@ -254,6 +301,18 @@ pub fn container_response(
         } else {
             Vec::new()
         };
+    }
+    match version {
+        Version::V4 => {
+            r.container_arn = Some(info.identity.container_arn(&state.id, &r.name));
+        }
+        Version::V3 => {
+            r.log_driver = None;
+            r.log_options.clear();
+            for p in &mut r.ports {
+                p.host_ip.clear();
+            }
+        }
     }
     r
 }
@@ -337,18 +396,22 @@ fn own_container_response(
         .unwrap_or_default();
 
     ContainerResponse {
-        docker_id: c.docker_id.clone(),
+        docker_id: c.docker_id.clone().unwrap_or_default(),
         name: c.name.clone(),
         docker_name: c.docker_name.clone(),
         image: def.image.clone(),
-        image_id: details.and_then(|d| d.image_id.clone()),
+        image_id: details.and_then(|d| d.image_id.clone()).unwrap_or_default(),
         ports,
         labels: container_labels(state, i),
         desired_status: c.desired.as_str(),
         known_status: c.known.as_str(),
         exit_code: c.exit_code,
         limits: Limits {
-            cpu: Some(Number(f64::from(def.cpu.unwrap_or(0)))),
+            // The shares Docker was given, as ECS shows them (0: none set).
+            #[allow(clippy::cast_precision_loss)]
+            cpu: Some(Number(
+                berth_engine::spec::cpu_shares(def).unwrap_or(0) as f64
+            )),
             memory: Some(def.memory.and_then(|m| i64::try_from(m).ok()).unwrap_or(0)),
         },
         created_at: c.created_at.map(rfc3339),
@@ -360,6 +423,7 @@ fn own_container_response(
         volumes,
         log_driver: def.log_driver().map(str::to_string),
         log_options: def.log_options(),
+        container_arn: None,
         restart_count: berth_model::RestartPolicy::enabled_of(def).map(|_| c.restart_count),
     }
 }
@@ -392,11 +456,14 @@ fn awsvpc_ports(
 
 /// The task as ECS shows it. `details[i]` belongs to container `i` (missing entries are None).
 /// Containers still NONE (not pulled) are left out, as ECS does, and so is the task's pause
-/// container (ECS hides its own).
+/// container (ECS hides its own). `with_tags`: the `taskWithTags` answer (`TaskTags` from the
+/// task's definition, `ContainerInstanceTags` from `info`).
 pub fn task_response(
     state: &TaskState,
     details: &[Option<&ContainerDetails>],
     info: &TaskInfo,
+    version: Version,
+    with_tags: bool,
 ) -> TaskResponse {
     let def = &state.definition;
     let cpu = def.cpu.as_deref().and_then(task_cpu_vcpus);
@@ -419,13 +486,30 @@ pub fn task_response(
         pull_stopped_at: state.pull_stopped_at().map(rfc3339),
         execution_stopped_at: state.execution_stopped_at.map(rfc3339),
         availability_zone: Some(info.identity.availability_zone.clone()),
-        launch_type: info.launch_type.clone(),
+        task_tags: if with_tags {
+            to_map(&def.tags)
+        } else {
+            BTreeMap::new()
+        },
+        container_instance_tags: if with_tags {
+            to_map(&info.container_instance_tags)
+        } else {
+            BTreeMap::new()
+        },
+        launch_type: match version {
+            Version::V4 => info.launch_type.clone(),
+            Version::V3 => String::new(),
+        },
         containers: state
             .containers
             .iter()
             .enumerate()
             .filter(|(i, c)| c.known > Status::None && !state.is_pause(*i))
-            .map(|(i, _)| container_response(state, i, details.get(i).copied().flatten(), pause))
+            .map(|(i, _)| {
+                let d = details.get(i).copied().flatten();
+                container_response(state, i, d, pause, info, version)
+            })
             .collect(),
+        fault_injection_enabled: (version == Version::V4).then_some(false),
     }
 }

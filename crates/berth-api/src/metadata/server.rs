@@ -1,5 +1,8 @@
 //! The HTTP server: routes, handlers, listeners and shutdown.
 //!
+//! Routes: the container, `task`, `taskWithTags`, `stats` and `task/stats` under `/v4/<id>` and
+//! `/v3/<id>` (the answers differ by [`Version`] as ECS's do).
+//!
 //! Each request resolves its id in the [`TaskDirectory`] (404 if unknown), takes a token from the
 //! id's bucket (429 if none), reads the task's latest snapshot, and asks the runtime for the
 //! dynamic details of the containers it shows. Details are cached per Docker id for a short time
@@ -7,7 +10,7 @@
 //! whose details cannot be read is shown without them.
 
 use crate::metadata::directory::{Rendered, TaskDirectory, TaskEntry};
-use crate::metadata::json::{self, TaskInfo};
+use crate::metadata::json::{self, TaskInfo, Version};
 use crate::metadata::ratelimit::RateLimit;
 use crate::metadata::{address, json::container_response};
 use crate::serve::ServerLimits;
@@ -128,10 +131,20 @@ pub fn router<R: Runtime>(
         net: Mutex::new(HashMap::new()),
     });
     let mut r = Router::new();
-    for v in ["v4", "v3"] {
+    for (v, version) in [("v4", Version::V4), ("v3", Version::V3)] {
         r = r
-            .route(&format!("/{v}/{{id}}"), get(container::<R>))
-            .route(&format!("/{v}/{{id}}/task"), get(task::<R>))
+            .route(
+                &format!("/{v}/{{id}}"),
+                get(move |s, id| container::<R>(s, id, version)),
+            )
+            .route(
+                &format!("/{v}/{{id}}/task"),
+                get(move |s, id| task::<R>(s, id, version, false)),
+            )
+            .route(
+                &format!("/{v}/{{id}}/taskWithTags"),
+                get(move |s, id| task::<R>(s, id, version, true)),
+            )
             .route(&format!("/{v}/{{id}}/stats"), get(container_stats::<R>))
             .route(&format!("/{v}/{{id}}/task/stats"), get(task_stats::<R>));
     }
@@ -225,6 +238,7 @@ async fn details<R: Runtime>(
 async fn container<R: Runtime>(
     State(s): State<Arc<Shared<R>>>,
     Path(id): Path<String>,
+    version: Version,
 ) -> Response {
     let (entry, i) = match resolve(&s, &id) {
         Ok(x) => x,
@@ -240,11 +254,23 @@ async fn container<R: Runtime>(
     };
     json_response(
         StatusCode::OK,
-        &container_response(&state, i, d.as_deref(), pause.as_deref()),
+        &container_response(
+            &state,
+            i,
+            d.as_deref(),
+            pause.as_deref(),
+            &s.config.task,
+            version,
+        ),
     )
 }
 
-async fn task<R: Runtime>(State(s): State<Arc<Shared<R>>>, Path(id): Path<String>) -> Response {
+async fn task<R: Runtime>(
+    State(s): State<Arc<Shared<R>>>,
+    Path(id): Path<String>,
+    version: Version,
+    with_tags: bool,
+) -> Response {
     let (entry, _) = match resolve(&s, &id) {
         Ok(x) => x,
         Err(r) => return r.response(&id),
@@ -255,11 +281,12 @@ async fn task<R: Runtime>(State(s): State<Arc<Shared<R>>>, Path(id): Path<String
             .await;
     // Identifies this server's rendering (another server may share the directory).
     let server = Arc::as_ptr(&s) as usize;
-    let body = match entry.rendered_for(server, &state, &all) {
+    let variant = (version, with_tags);
+    let body = match entry.rendered_for(server, variant, &state, &all) {
         Some(body) => body,
         None => {
             let refs: Vec<Option<&ContainerDetails>> = all.iter().map(|d| d.as_deref()).collect();
-            let answer = json::task_response(&state, &refs, &s.config.task);
+            let answer = json::task_response(&state, &refs, &s.config.task, version, with_tags);
             let body = match serde_json::to_vec(&answer) {
                 Ok(b) => Bytes::from(b),
                 Err(e) => {
@@ -271,6 +298,7 @@ async fn task<R: Runtime>(State(s): State<Arc<Shared<R>>>, Path(id): Path<String
             };
             entry.store_rendered(Rendered {
                 server,
+                variant,
                 state: state.clone(),
                 details: all,
                 body: body.clone(),

@@ -17,10 +17,19 @@ pub(super) struct Schema {
 }
 
 pub(super) const WRAPPER: Schema = Schema {
-    known: &["taskDefinition"],
+    known: &["taskDefinition", "tags"],
     ignored: &[],
     unsupported: &[],
-    quiet: &["tags"],
+    quiet: &[],
+    aws_only: &[],
+};
+
+/// One element of `tags`.
+pub(super) const TAG: Schema = Schema {
+    known: &["key", "value"],
+    ignored: &[],
+    unsupported: &[],
+    quiet: &[],
     aws_only: &[],
 };
 
@@ -35,6 +44,7 @@ pub(super) const TASK: Schema = Schema {
         "memory",
         "pidMode",
         "ipcMode",
+        "tags",
     ],
     ignored: &[
         "taskDefinitionArn",
@@ -49,7 +59,6 @@ pub(super) const TASK: Schema = Schema {
         "requiresAttributes",
         "runtimePlatform",
         "ephemeralStorage",
-        "tags",
         "enableFaultInjection",
     ],
     unsupported: &[],

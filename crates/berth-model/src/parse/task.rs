@@ -1,5 +1,6 @@
 //! The document and task levels: the bare definition or the `describe-task-definition` wrapper,
-//! and the task's own fields (`family`, `revision`, `networkMode`, task `cpu`/`memory`), handing
+//! and the task's own fields (`family`, `revision`, `networkMode`, task `cpu`/`memory`, `tags` —
+//! the wrapper's and the task's, ECS's `{key, value}` list checked by `crate::tags`), handing
 //! each container and volume to its walker (`container`, `volume`) and then running the
 //! cross-field checks (`cross`) on what they collected.
 //!
@@ -12,8 +13,9 @@
 use super::checker::{Checker, key_path};
 use super::container::ContainerInfo;
 use super::json::{Json, describe, has_field, quote};
-use super::rules::{Bounds, MISSING, NAME_RULE, REVISION, TASK, WRAPPER, valid_name};
+use super::rules::{Bounds, MISSING, NAME_RULE, REVISION, TAG, TASK, WRAPPER, valid_name};
 use super::volume::VolumeInfo;
+use crate::tags::{self, Tag};
 use crate::types::{ContainerDefinition, IpcMode, NetworkMode, PidMode, TaskDefinition, Volume};
 
 impl Checker {
@@ -33,14 +35,83 @@ impl Checker {
             return self.task("", top);
         };
         // The describe-task-definition wrapper: {"taskDefinition": {...}, "tags": [...]}.
-        self.fields("", top, &WRAPPER);
-        match inner {
+        let mut wrapper_tags = Vec::new();
+        for f in self.fields("", top, &WRAPPER) {
+            if f.key == "tags" {
+                wrapper_tags = self.tags(&f.path, f.value);
+            }
+        }
+        let mut def = match inner {
             Json::Object(fields) => self.task("taskDefinition", fields),
             other => {
                 self.type_error("taskDefinition", "a task definition object", other);
                 empty_task()
             }
+        };
+        // Both places at once is no shape ECS writes; a key in both is refused, not guessed.
+        for t in &def.tags {
+            if wrapper_tags.iter().any(|w| w.key == t.key) {
+                self.error(
+                    "tags",
+                    format!(
+                        "tag key {} is also in taskDefinition.tags; give each tag once",
+                        quote(&t.key)
+                    ),
+                );
+            }
         }
+        wrapper_tags.append(&mut def.tags);
+        def.tags = wrapper_tags;
+        def
+    }
+
+    /// `tags`: ECS's `[{"key": …, "value": …}]`, each checked by ECS's rules (`crate::tags`).
+    fn tags(&mut self, path: &str, v: &Json) -> Vec<Tag> {
+        let Some(items) = self.array(path, v) else {
+            return Vec::new();
+        };
+        if let Err(why) = tags::check_count(items.len()) {
+            self.error(path, why);
+        }
+        let mut out: Vec<Tag> = Vec::new();
+        for (item, ip) in items {
+            let Some(fields) = self.object(&ip, item) else {
+                continue;
+            };
+            let (mut key, mut value) = (None, None);
+            for f in self.fields(&ip, fields, &TAG) {
+                match f.key {
+                    "key" => key = self.string(&f.path, f.value).map(str::to_owned),
+                    "value" => value = self.string(&f.path, f.value).map(str::to_owned),
+                    _ => {}
+                }
+            }
+            let tag_key_path = key_path(&ip, "key");
+            let Some(key) = key else {
+                if !has_field(fields, "key") {
+                    self.error(tag_key_path, MISSING);
+                }
+                continue;
+            };
+            if let Err(why) = tags::check_key(&key) {
+                self.error(&tag_key_path, why);
+                continue;
+            }
+            let value = value.unwrap_or_default();
+            if let Err(why) = tags::check_value(&value) {
+                self.error(key_path(&ip, "value"), why);
+                continue;
+            }
+            if out.iter().any(|t| t.key == key) {
+                self.error(
+                    tag_key_path,
+                    format!("tag key {} is given twice; give each tag once", quote(&key)),
+                );
+                continue;
+            }
+            out.push(Tag::new(key, value));
+        }
+        out
     }
 
     fn task(&mut self, path: &str, object: &[(String, Json)]) -> TaskDefinition {
@@ -138,6 +209,7 @@ impl Checker {
                     });
                 }
                 "cpu" => def.cpu = self.task_amount(p, f.value, Amount::Cpu),
+                "tags" => def.tags = self.tags(p, f.value),
                 "memory" => def.memory = self.task_amount(p, f.value, Amount::Memory),
                 _ => {} // `fields` only returns keys listed in TASK.known.
             }

@@ -2350,3 +2350,32 @@ fn restart_policy_warnings() {
     ));
     assert!(warnings(&json).is_empty());
 }
+
+#[test]
+fn tags_come_from_the_wrapper_and_the_task_in_order_without_warnings() {
+    use crate::tags::Tag;
+    let bare = valid(
+        r#"{"family":"t","containerDefinitions":[{"name":"a","image":"i"}],
+        "tags":[{"key":"team","value":"web"},{"key":"empty"}]}"#,
+    );
+    assert!(bare.warnings.is_empty(), "{:?}", bare.warnings);
+    assert_eq!(
+        bare.definition.tags,
+        vec![Tag::new("team", "web"), Tag::new("empty", "")]
+    );
+    let wrapped = valid(
+        r#"{"taskDefinition":{"family":"t","containerDefinitions":[{"name":"a","image":"i"}],
+        "tags":[{"key":"inner","value":"1"}]},"tags":[{"key":"outer","value":"2"}]}"#,
+    );
+    assert!(wrapped.warnings.is_empty(), "{:?}", wrapped.warnings);
+    assert_eq!(
+        wrapped.definition.tags,
+        vec![Tag::new("outer", "2"), Tag::new("inner", "1")]
+    );
+    // A definition without tags serializes as before (the store's old records have no key).
+    let none = valid(&task(&c("a", "")));
+    let text = serde_json::to_string(&none.definition).expect("json");
+    assert!(!text.contains("tags"), "{text}");
+    let back: crate::TaskDefinition = serde_json::from_str(&text).expect("loads");
+    assert!(back.tags.is_empty());
+}
