@@ -520,3 +520,41 @@ fn the_empty_task_is_ecs_zero_value() {
         json!({"Arn": "", "KnownStatus": "", "Family": "", "Version": "", "Containers": null})
     );
 }
+
+#[tokio::test]
+async fn the_pause_containers_docker_id_finds_its_task_which_still_hides_it() {
+    let def = json!({
+        "family": "vpc", "revision": 2, "networkMode": "awsvpc",
+        "containerDefinitions": [{"name": "web", "image": "nginx", "memory": 64}]
+    });
+    let parsed = berth_model::parse(&def.to_string()).expect("valid");
+    let mut s = TaskState::new(TASK_ID.to_string(), parsed.definition, 0);
+    let pause = s.pause_index().expect("a pause container");
+    for (i, c) in s.containers.iter_mut().enumerate() {
+        c.docker_id = Some(format!("{i}{}", "b".repeat(63)));
+        c.known = Status::Running;
+    }
+    let pause_id = s.containers[pause].docker_id.clone().unwrap_or_default();
+    let (server, directory, _rt) = serve(FakeRuntime::new()).await;
+    let (_tx, rx) = watch::channel(s.clone());
+    directory.register(rx);
+    let mut conn = Conn::open(server.local_addr().expect("listening")).await;
+    for key in [pause_id.as_str(), &pause_id[..12]] {
+        let (status, t) = conn.get_json(&format!("/v1/tasks?dockerid={key}")).await;
+        assert_eq!(status, 200, "{key}: {t}");
+        assert_eq!(t["Arn"], identity().task_arn(TASK_ID));
+        let names: Vec<&str> = t["Containers"]
+            .as_array()
+            .expect("containers")
+            .iter()
+            .filter_map(|c| c["Name"].as_str())
+            .collect();
+        assert_eq!(names, ["web"], "the pause container is not listed");
+        // No address known (the fake runtime has no such container): the mode alone.
+        assert_eq!(
+            t["Containers"][0]["Networks"],
+            json!([{"NetworkMode": "awsvpc"}])
+        );
+    }
+    server.shutdown().await;
+}
