@@ -535,7 +535,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     // created from now on is given its address.
     let _metadata_server = start_metadata(&agent, &args).await?;
     // The introspection API lists the tasks as they are resumed and submitted.
-    let _introspection = introspection::start(&agent, args.introspection_addr).await;
+    let introspection = introspection::start(&agent, args.introspection_addr).await;
 
     // Resume every task the store knows: actors adopt their containers from Docker first; once
     // every one has, reconciliation is done (logged with its duration, counted from the start).
@@ -581,6 +581,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: berth agent stopping; running tasks keep running"),
     }
     socket.release();
+    if let Some(server) = introspection {
+        server.shutdown().await;
+    }
     agent.shutdown.cancel();
     agent.tracker.close();
     let limit = berth_engine::actor::DEFAULT_SHUTDOWN_GRACE + Duration::from_secs(10);

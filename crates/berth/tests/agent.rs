@@ -1543,4 +1543,7 @@ fn an_introspection_port_in_use_is_a_warning_and_served_once_free() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(introspect(&agent, "/v1/tasks"), (200, json!({"Tasks": []})));
+    // SIGTERM: the agent exits 0 and nothing answers on the port any more.
+    assert_eq!(agent.term().0, Some(0));
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
