@@ -169,6 +169,18 @@ impl Agent {
     }
 
     fn wait_for(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.wait_within(Duration::from_secs(60), id, what, pred)
+    }
+
+    /// [`Agent::wait_for`] with another limit: for a bridge-mode start while other tests load the
+    /// Engine (two hundred tasks starting at once kept Docker's starts queued for over a minute).
+    fn wait_within(
+        &self,
+        limit: Duration,
+        id: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let t = Instant::now();
         loop {
             let v = self.task(id);
@@ -176,7 +188,7 @@ impl Agent {
                 return v;
             }
             assert!(
-                t.elapsed() < Duration::from_secs(60),
+                t.elapsed() < limit,
                 "task {id} never {what}: {v}\nlog: {}",
                 self.log()
             );
@@ -1361,7 +1373,7 @@ fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
                      "volumes": [{"name": "data",
                                   "dockerVolumeConfiguration": {"scope": "task", "driver": "local"}}]});
     let id = agent.submit(&def);
-    agent.wait_for(&id, "running", running);
+    agent.wait_within(Duration::from_secs(240), &id, "running", running);
 
     let (status, meta) = introspect(&agent, "/v1/metadata");
     assert_eq!(status, 200, "{meta}");
@@ -1486,7 +1498,7 @@ fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
     // After a restart the resumed task is listed with the same ids, the instance keeps its ARN.
     agent.kill9();
     agent.restart();
-    agent.wait_for(&id, "running", running);
+    agent.wait_within(Duration::from_secs(240), &id, "running", running);
     let (_, meta) = introspect(&agent, "/v1/metadata");
     assert_eq!(meta["ContainerInstanceArn"], instance.as_str());
     let (status, t) = introspect(&agent, &format!("/v1/tasks?dockerid={web_id}"));
@@ -1499,7 +1511,7 @@ fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
     // Stopped, it is still listed until it is cleaned up; then it is gone.
     let (code, _, err) = agent.cli(&["stop", &id]);
     assert_eq!(code, 0, "{err}");
-    agent.wait_for(&id, "stopped", stopped);
+    agent.wait_within(Duration::from_secs(240), &id, "stopped", stopped);
     let (_, t) = introspect(&agent, &format!("/v1/tasks?taskarn={arn}"));
     assert_eq!(t["KnownStatus"], "STOPPED", "{t}");
     assert_eq!(t["DesiredStatus"], "STOPPED", "{t}");
