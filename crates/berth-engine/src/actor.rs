@@ -26,12 +26,19 @@
 //! store, and every one of those is named in it (containers by their Docker name), so an agent
 //! restarted at any moment adopts them instead of creating or starting anything again.
 //!
+//! Files: the actor writes the task's files through `berth_fs::write_atomic` (never deleting
+//! any; the task cleanup removes the task directory): FireLens's router configuration before the
+//! first create, and with [`RunConfig::container_metadata`] each container's metadata file
+//! ([`crate::container_metadata`]) in the create effect before the create, then READY in the start
+//! effect after the start is reported (and again after adoption when it is not READY).
+//!
 //! Limits: the steps before the loop (subscribing, adoption, volume preparation) and the re-sync
 //! after a broken event stream are awaited inline, each call bounded by the runtime's timeouts, and
 //! are not interrupted by cancellation; it is seen as soon as they end.
 
 use crate::auth::{AuthError, RegistryAuth, RegistryAuthResolver};
 use crate::cleanup::{Backoff, RetryPolicy};
+use crate::container_metadata::{self, Paths as MetadataPaths, TaskFacts};
 use crate::decide::{Action, Event, Options};
 use crate::gpu;
 use crate::pause;
@@ -113,6 +120,9 @@ pub struct RunConfig {
     /// The cluster, region and account FireLens's `ecs_cluster` and `ecs_task_arn` record fields
     /// show (the metadata endpoint's). Default: [`crate::Identity::default`].
     pub identity: crate::Identity,
+    /// Write each container's metadata file and mount it (`--container-metadata`, ECS's
+    /// `ECS_ENABLE_CONTAINER_METADATA`; see [`crate::container_metadata`]). None: no file.
+    pub container_metadata: Option<crate::container_metadata::Settings>,
 }
 
 /// Counters the engine keeps for `/metrics` (shared by every task of an agent), and which tasks
@@ -199,6 +209,7 @@ impl RunConfig {
             secrets: Arc::new(secrets::Providers::default()),
             environment_files_dir: None,
             identity: crate::Identity::default(),
+            container_metadata: None,
         }
     }
 }
@@ -285,6 +296,9 @@ pub async fn run_task<R: Runtime>(
     let volumes = prepare_volumes(&*rt, &mut state, &config).await;
     let values = read_secrets_and_environment_files(&mut state, &config);
     prepare_firelens(&mut state, &config);
+    if config.resume {
+        refresh_metadata_files(&*rt, &state, &config, &volumes, &values).await;
+    }
     if let Some(ready) = &config.ready {
         let _ = ready.send(state.id.clone());
     }
@@ -660,6 +674,135 @@ async fn after_unexpected_die<R: Runtime>(rt: &R, state: &TaskState, ev: &Event)
 /// The reason of a container removed from Docker by someone else.
 const VANISHED_REASON: &str = "container removed from Docker behind berth's back";
 
+/// The metadata file's task facts and paths for container `i`, when the option is on (the pause
+/// container, the agent's own, gets none, as ECS's internal containers get none).
+fn metadata_file(
+    state: &TaskState,
+    config: &RunConfig,
+    i: usize,
+) -> Option<(TaskFacts, MetadataPaths)> {
+    let settings = config.container_metadata.as_ref()?;
+    if state.is_pause(i) {
+        return None;
+    }
+    Some((
+        TaskFacts::new(&config.identity, settings, state),
+        MetadataPaths::new(&config.data_dir, &state.id, &state.containers[i].name),
+    ))
+}
+
+/// Container `i`'s network mode as Docker's `HostConfig.NetworkMode` shows it (the READY file
+/// names it when Docker lists no network, as for a container joined to the pause container's):
+/// the mode it is created with, where Docker keeps a joined container's target as
+/// `container:<id>`.
+fn container_network_mode(
+    state: &TaskState,
+    i: usize,
+    volumes: &[(String, VolumePlan)],
+    values: &TaskValues,
+) -> String {
+    let mode =
+        spec::container_spec_with_values(state, i, volumes, None, values.container(i)).network_mode;
+    let pause = state.pause_index().map(|p| &state.containers[p]);
+    match pause {
+        Some(p) if mode == format!("container:{}", p.docker_name) => p
+            .docker_id
+            .as_ref()
+            .map_or(mode, |id| format!("container:{id}")),
+        _ => mode,
+    }
+}
+
+/// Create the container's metadata directory and replace its file (a temporary file renamed over
+/// it, through berth-fs), off the async threads.
+async fn write_metadata_file(paths: MetadataPaths, text: Vec<u8>) -> Result<(), String> {
+    let dir = paths.dir.clone();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&paths.dir)
+            .map_err(|e| format!("cannot create {}: {e}", paths.dir.display()))?;
+        berth_fs::write_atomic(&paths.file, &text).map_err(|e| e.to_string())
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("writing in {}: {e}", dir.display())))
+}
+
+/// What the READY metadata file of one container needs besides Docker's answers.
+struct ReadyFile {
+    facts: TaskFacts,
+    paths: MetadataPaths,
+    container: String,
+    image: String,
+    network_mode: String,
+}
+
+impl ReadyFile {
+    /// Inspect the running container and write its READY file. Not running (it exited already),
+    /// or a failed inspect: nothing is written (ECS's rule), with a warning for a failure.
+    async fn write<R: Runtime>(self, rt: &R, id: &str) {
+        let facts = match rt.inspect(id).await {
+            Ok(info) if info.running => info,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(task = %self.facts.task_id, container = %self.container, error = %e, "cannot inspect the container for its metadata file");
+                return;
+            }
+        };
+        let details = match rt.inspect_details(id).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(task = %self.facts.task_id, container = %self.container, error = %e, "cannot inspect the container for its metadata file");
+                return;
+            }
+        };
+        let docker = container_metadata::DockerFacts {
+            id: facts.id,
+            // Docker's own form of the name, with the leading slash inspect gives.
+            name: format!("/{}", facts.name),
+            image_name: self.image,
+            network_mode: self.network_mode,
+            details,
+        };
+        let text = container_metadata::ready(&self.facts, &self.container, &docker);
+        if let Err(e) = write_metadata_file(self.paths, text).await {
+            tracing::warn!(task = %self.facts.task_id, container = %self.container, error = %e, "cannot write the container metadata file");
+        }
+    }
+}
+
+/// After a restart: a running container whose metadata file was written (its directory exists:
+/// it was created with the mount) but is not READY gets its READY file now (the agent may have
+/// stopped between the start and the write).
+async fn refresh_metadata_files<R: Runtime>(
+    rt: &R,
+    state: &TaskState,
+    config: &RunConfig,
+    volumes: &[(String, VolumePlan)],
+    values: &TaskValues,
+) {
+    for i in 0..state.containers.len() {
+        let c = &state.containers[i];
+        let (Some(id), Status::Running) = (&c.docker_id, c.known) else {
+            continue;
+        };
+        let Some((facts, paths)) = metadata_file(state, config, i) else {
+            continue;
+        };
+        if !paths.dir.is_dir()
+            || std::fs::read(&paths.file).is_ok_and(|t| container_metadata::is_ready(&t))
+        {
+            continue;
+        }
+        let ready = ReadyFile {
+            facts,
+            paths,
+            container: c.name.clone(),
+            image: state.def(i).image.clone(),
+            network_mode: container_network_mode(state, i, volumes, values),
+        };
+        ready.write(rt, id).await;
+    }
+}
+
 /// Write the log router's configuration and create its socket directory, when the task has a
 /// router whose containers are not created yet (an adopted router keeps what it has). A failure
 /// stops the router without running it (and so, through their `START` dependency, the containers
@@ -921,7 +1064,21 @@ fn spawn_effect<R: Runtime>(
             );
             let name = state.containers[i].name.clone();
             let gpu = state.def(i).gpu;
+            let metadata_file = metadata_file(state, config, i).map(|(facts, paths)| {
+                let text = container_metadata::initial(&facts, &name);
+                (facts.task_id, paths, text)
+            });
             effects.spawn(async move {
+                // ECS: written before the create; one that cannot be written is a warning, and
+                // the container is created without the mount and the variable.
+                if let Some((task, paths, text)) = metadata_file {
+                    match write_metadata_file(paths.clone(), text).await {
+                        Ok(()) => container_metadata::apply(&mut spec, &paths, &task, &name),
+                        Err(e) => {
+                            tracing::warn!(%task, container = %name, error = %e, "cannot write the container metadata file; the container gets none");
+                        }
+                    }
+                }
                 crate::failpoint::hit("before-create", &name);
                 let created = rt.create(&spec).await;
                 crate::failpoint::hit("after-create", &name);
@@ -954,9 +1111,17 @@ fn spawn_effect<R: Runtime>(
             };
             let name = state.containers[i].name.clone();
             let gpu = state.def(i).gpu;
+            let ready = metadata_file(state, config, i).map(|(facts, paths)| ReadyFile {
+                facts,
+                paths,
+                container: name.clone(),
+                image: state.def(i).image.clone(),
+                network_mode: container_network_mode(state, i, volumes, values),
+            });
             effects.spawn(async move {
                 let started = rt.start(&id).await;
                 crate::failpoint::hit("after-start", &name);
+                let ok = started.is_ok();
                 let ev = match started {
                     Ok(()) => Event::Started {
                         container: i,
@@ -973,6 +1138,11 @@ fn spawn_effect<R: Runtime>(
                     },
                 };
                 let _ = tx.send(ev);
+                // After the start is reported, as ECS does it (in the background, not delaying
+                // the task); still an effect, so the task's cleanup waits for it.
+                if let Some(ready) = ready.filter(|_| ok) {
+                    ready.write(&*rt, &id).await;
+                }
             });
         }
         Action::Stop {

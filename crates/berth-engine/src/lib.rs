@@ -11,6 +11,7 @@
 pub mod actor;
 pub mod auth;
 pub mod cleanup;
+pub mod container_metadata;
 pub mod decide;
 pub mod failpoint;
 #[cfg(any(feature = "fake", doc))]

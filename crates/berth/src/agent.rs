@@ -124,6 +124,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub registry: crate::registry_auth::RegistryAuthArgs,
+
+    #[command(flatten)]
+    pub container_metadata: crate::container_metadata::ContainerMetadataArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -166,6 +169,8 @@ struct Agent {
     environment_files_dir: Option<PathBuf>,
     /// `--cluster`, `--region`, …: every ARN, FireLens's `ecs_cluster` field, the metadata.
     identity: berth_engine::Identity,
+    /// `--container-metadata`: each container's metadata file, or None.
+    container_metadata: Option<berth_engine::container_metadata::Settings>,
     tasks: Mutex<HashMap<String, Entry>>,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
@@ -235,6 +240,7 @@ impl Agent {
             secrets: self.secrets.clone(),
             environment_files_dir: self.environment_files_dir.clone(),
             identity: self.identity.clone(),
+            container_metadata: self.container_metadata.clone(),
             ..RunConfig::new(self.data_dir.clone())
         };
         let agent = self.clone();
@@ -496,6 +502,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
         identity: args.identity.identity(&data_dir)?,
+        container_metadata: args.container_metadata.settings(),
         tasks: Mutex::new(HashMap::new()),
         events,
         engine_metrics,
@@ -528,6 +535,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         environment_files_dir = ?args.secrets.environment_files_dir,
         engine_auth_registries = ?engine_auth_registries,
         docker_config = %docker_config,
+        container_metadata = agent.container_metadata.is_some(),
         "berth agent starting"
     );
 

@@ -73,6 +73,9 @@ pub struct Args {
     pub metadata: MetadataArgs,
 
     #[command(flatten)]
+    pub container_metadata: crate::container_metadata::ContainerMetadataArgs,
+
+    #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
 }
 
@@ -141,8 +144,8 @@ impl MetadataArgs {
 }
 
 /// What `--keep` left behind, naming only what exists: the task's containers if Docker created
-/// any, its directory if it was created (only tasks with task-scoped volumes have one). None when
-/// nothing was left.
+/// any, its directory if it was created (task-scoped volumes, FireLens and container metadata
+/// files make one). None when nothing was left.
 fn kept_line(state: &TaskState, data_dir: &std::path::Path) -> Option<String> {
     let mut kept = Vec::new();
     if state.containers.iter().any(|c| c.docker_id.is_some()) {
@@ -344,6 +347,7 @@ async fn run_async(
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
         identity: identity.clone(),
+        container_metadata: args.container_metadata.settings(),
         ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;

@@ -129,6 +129,24 @@ const KEYS: &[Key] = &[
     key("engine-auth-data", &["ECS_ENGINE_AUTH_DATA"], Kind::Value),
     key("docker-config", &["BERTH_DOCKER_CONFIG"], Kind::Value),
     key("credential-helper-timeout", &[], Kind::Value),
+    key(
+        "container-metadata",
+        &[
+            "BERTH_ENABLE_CONTAINER_METADATA",
+            "ECS_ENABLE_CONTAINER_METADATA",
+        ],
+        Kind::Switch,
+    ),
+    key(
+        "host-private-ipv4-address",
+        &["BERTH_HOST_PRIVATE_IPV4_ADDRESS"],
+        Kind::Value,
+    ),
+    key(
+        "host-public-ipv4-address",
+        &["BERTH_HOST_PUBLIC_IPV4_ADDRESS"],
+        Kind::Value,
+    ),
 ];
 
 /// The log driver keys: every subcommand that resolves task definitions takes them, so
@@ -160,6 +178,9 @@ const RUN: &[(&str, &str)] = &[
     ("engine-auth-data", "engine-auth-data"),
     ("docker-config", "docker-config"),
     ("credential-helper-timeout", "credential-helper-timeout"),
+    crate::container_metadata::KEYS[0],
+    crate::container_metadata::KEYS[1],
+    crate::container_metadata::KEYS[2],
 ];
 const VALIDATE: &[(&str, &str)] = &LOG_KEYS;
 const GC: &[(&str, &str)] = &[("data-dir", "data-dir"), ("docker-host", "docker-host")];
@@ -409,6 +430,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
     args.secrets.put_toml(&mut t);
     args.registry.put(&mut t);
+    args.container_metadata.put(&mut t);
     Ok(toml::to_string(&t)?)
 }
 
@@ -421,6 +443,7 @@ pub fn run_toml(args: &crate::cmd_run::Args) -> anyhow::Result<String> {
     crate::log_policy::put_toml(&mut t, &args.logs.policy()?);
     args.secrets.put_toml(&mut t);
     args.registry.put(&mut t);
+    args.container_metadata.put(&mut t);
     Ok(toml::to_string(&t)?)
 }
 
@@ -541,6 +564,36 @@ mod tests {
         assert!(
             text.contains("127.0.0.1:51678") && text.contains("off"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_container_metadata_keys_reach_run_and_the_agent() {
+        let file = "container-metadata = true\nhost-private-ipv4-address = \"10.0.0.5\"\n";
+        for sub in ["run", "agent"] {
+            let argv = layered(&["berth", sub], file, &[]).expect("layered");
+            assert_eq!(
+                strs(&argv),
+                [
+                    "berth",
+                    sub,
+                    "--container-metadata",
+                    "--host-private-ipv4-address=10.0.0.5"
+                ]
+            );
+            // ECS's variable set: left to the environment.
+            let argv = layered(&["berth", sub], file, &["ECS_ENABLE_CONTAINER_METADATA"])
+                .expect("layered");
+            assert_eq!(
+                strs(&argv),
+                ["berth", sub, "--host-private-ipv4-address=10.0.0.5"]
+            );
+        }
+        let a = agent(layered(&["berth", "agent"], file, &[]).expect("layered"));
+        assert!(a.container_metadata.container_metadata);
+        assert_eq!(
+            a.container_metadata.host_private_ipv4_address,
+            Some(std::net::Ipv4Addr::new(10, 0, 0, 5))
         );
     }
 

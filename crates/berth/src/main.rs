@@ -8,6 +8,7 @@ mod cmd_run;
 mod cmd_validate;
 mod cmd_volume_plugin;
 mod config;
+mod container_metadata;
 mod datadir;
 mod identity;
 mod input;
