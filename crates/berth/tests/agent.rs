@@ -1359,6 +1359,22 @@ fn docker_inspect(name: &str, format: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Removes a family's containers, then a task volume of theirs, when dropped (also when the test
+/// fails before `berth rm` cleans them up).
+struct TaskVolumeGuard {
+    family: String,
+    volume: String,
+}
+
+impl Drop for TaskVolumeGuard {
+    fn drop(&mut self) {
+        drop(FamilyGuard(self.family.clone()));
+        let _ = Command::new("docker")
+            .args(["volume", "rm", "-f", &self.volume])
+            .output();
+    }
+}
+
 #[test]
 fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
     let mut agent = Agent::start("1h");
@@ -1373,6 +1389,11 @@ fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
                      "volumes": [{"name": "data",
                                   "dockerVolumeConfiguration": {"scope": "task", "driver": "local"}}]});
     let id = agent.submit(&def);
+    // berth names a task's volume `berth-<first 12 of the task id>-<volume>`.
+    let _v = TaskVolumeGuard {
+        family: family.clone(),
+        volume: format!("berth-{}-data", &id[..12]),
+    };
     agent.wait_within(Duration::from_secs(240), &id, "running", running);
 
     let (status, meta) = introspect(&agent, "/v1/metadata");
@@ -1446,7 +1467,11 @@ fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
         web_name,
         "{{range .Mounts}}{{if eq .Destination \"/data\"}}{{.Name}}{{end}}{{end}}",
     );
-    assert!(!volume.is_empty(), "the task volume is mounted");
+    assert_eq!(
+        volume,
+        format!("berth-{}-data", &id[..12]),
+        "the task volume is mounted"
+    );
     assert!(
         web["Volumes"].as_array().is_some_and(|v| v
             .iter()
@@ -1522,6 +1547,14 @@ fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
     assert_eq!(
         introspect(&agent, &format!("/v1/tasks?taskarn={arn}")).0,
         404
+    );
+    let out = Command::new("docker")
+        .args(["volume", "inspect", &volume])
+        .output()
+        .expect("docker volume inspect");
+    assert!(
+        !out.status.success(),
+        "the cleanup removed the task volume {volume}"
     );
 }
 
