@@ -9,11 +9,16 @@
 //!   snapshot (a `watch` channel) plus dynamic details asked of the [`berth_engine::Runtime`];
 //!   nothing here holds a lock the engine uses.
 //!
-//! - [`serve`]: the accept loop both share, with connection limits, a header-read (and idle)
+//! - [`introspection`]: the agent introspection API, ECS's `:51678` `/v1/metadata` and
+//!   `/v1/tasks` (by Docker id or task ARN), which monitoring agents read to map Docker
+//!   containers to tasks; built from the metadata endpoint's task directory.
+//!
+//! - [`serve`]: the accept loop every listener shares, with connection limits, a header-read (and idle)
 //!   timeout and a bounded read buffer ([`serve::ServerLimits`]).
 //!
 //! Neither needs the state store or Docker directly: the agent provides both behind traits.
 
 pub mod control;
+pub mod introspection;
 pub mod metadata;
 pub mod serve;

@@ -6,14 +6,16 @@
 //! One actor per task (the engine's `run_task`). This module owns the agent's arguments, the table
 //! of running tasks (a std mutex never held across an `.await`), spawning each task's actor, its
 //! report fan-out and its cleanup (all through one `TaskTracker`), the cleanup timers, and start-up
-//! wiring (store, Docker, metadata endpoint, resuming stored tasks, the control socket). Elsewhere:
-//! the control API's routes, handlers and types in `berth_api::control` ([`control`] is this agent's
-//! side of its `ControlPlane` trait), configuration layering in `crate::config`, `/metrics` in
+//! wiring (store, Docker, metadata endpoint, introspection API, resuming stored tasks, the control
+//! socket). Elsewhere: the control API's routes, handlers and types in `berth_api::control`
+//! ([`control`] is this agent's side of its `ControlPlane` trait; [`introspection`] its option and
+//! `Version` for `berth_api::introspection`), configuration layering in `crate::config`, `/metrics` in
 //! `crate::metrics`.
 //! SIGTERM stops accepting work and exits; running containers keep running (a restarted agent
 //! adopts them).
 
 mod control;
+pub(crate) mod introspection;
 
 use crate::cmd_run::PullArgs;
 use crate::datadir::{DataDirLock, LockError};
@@ -87,6 +89,17 @@ pub struct Args {
     /// addresses, e.g. http://10.0.0.5:51679 (then no bridge listener is started).
     #[arg(long, env = "BERTH_METADATA_ADVERTISE", value_name = "URL")]
     pub metadata_advertise: Option<String>,
+
+    /// The agent introspection API (ECS's port 51678: `/v1/metadata`, `/v1/tasks`), which
+    /// monitoring agents read to map Docker containers to tasks; it lists every task of this host,
+    /// so loopback by default (host-mode containers reach it there). `off` serves none.
+    #[arg(
+        long,
+        env = "BERTH_INTROSPECTION_ADDR",
+        value_name = "ADDR|off",
+        default_value = introspection::DEFAULT_ADDR
+    )]
+    pub introspection_addr: introspection::IntrospectionAddr,
 
     #[command(flatten)]
     pub identity: crate::identity::IdentityArgs,
@@ -609,6 +622,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         docker_timeout = %humantime::format_duration(args.docker_timeouts.docker_timeout),
         docker_volume_timeout = %humantime::format_duration(args.docker_timeouts.docker_volume_timeout),
         metadata_addr = %args.metadata_addr,
+        introspection_addr = %args.introspection_addr,
         volume_plugin = %agent.volume_plugin,
         available_log_drivers = %agent.log_policy.available().collect::<Vec<_>>().join(","),
         log_driver_fallback = %agent.log_policy.fallback(),
@@ -626,6 +640,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     // The metadata endpoint (and /metrics) listen before any task starts, so every container
     // created from now on is given its address.
     let _metadata_server = start_metadata(&agent, &args).await?;
+    // The introspection API lists the tasks as they are resumed and submitted.
+    let introspection = introspection::start(&agent, args.introspection_addr).await;
 
     // Resume every task the store knows: actors adopt their containers from Docker first; once
     // every one has, reconciliation is done (logged with its duration, counted from the start).
@@ -671,6 +687,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: berth agent stopping; running tasks keep running"),
     }
     socket.release();
+    if let Some(server) = introspection {
+        server.shutdown().await;
+    }
     agent.shutdown.cancel();
     agent.tracker.close();
     let limit = berth_engine::actor::DEFAULT_SHUTDOWN_GRACE + Duration::from_secs(10);

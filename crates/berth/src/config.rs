@@ -70,6 +70,11 @@ const KEYS: &[Key] = &[
         &["BERTH_METADATA_ADVERTISE"],
         Kind::Value,
     ),
+    key(
+        "introspection-addr",
+        &["BERTH_INTROSPECTION_ADDR"],
+        Kind::Value,
+    ),
     key("cluster", &["BERTH_CLUSTER"], Kind::Value),
     key("region", &["BERTH_REGION"], Kind::Value),
     key("account-id", &["BERTH_ACCOUNT_ID"], Kind::Value),
@@ -250,6 +255,7 @@ const AGENT_ONLY: &[(&str, &str)] = &[
     ("cleanup-wait", "cleanup-wait"),
     ("metadata-addr", "metadata-addr"),
     ("metadata-advertise", "metadata-advertise"),
+    ("introspection-addr", "introspection-addr"),
     crate::identity::KEYS[0],
     crate::identity::KEYS[1],
     crate::identity::KEYS[2],
@@ -511,6 +517,10 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     if let Some(a) = &args.metadata_advertise {
         t.insert("metadata-advertise".into(), a.clone().into());
     }
+    t.insert(
+        "introspection-addr".into(),
+        args.introspection_addr.to_string().into(),
+    );
     args.identity.put(&mut t);
     args.instance_tags.put(&mut t)?;
     t.insert(
@@ -629,6 +639,41 @@ mod tests {
         );
         assert_eq!(a.pull.pull_attempts, 3, "the file fills in the rest");
         assert!(a.pull.pull_dependent_upfront);
+    }
+
+    #[test]
+    fn the_introspection_address_layers_and_prints_like_the_other_keys() {
+        use crate::agent::introspection::IntrospectionAddr;
+        let a = agent(os(&["berth", "agent"]));
+        assert_eq!(
+            a.introspection_addr,
+            IntrospectionAddr::Listen("127.0.0.1:51678".parse().expect("addr")),
+            "ECS's port on loopback by default"
+        );
+        let argv =
+            layered(&["berth", "agent"], "introspection-addr = \"off\"\n", &[]).expect("layered");
+        assert_eq!(strs(&argv), ["berth", "agent", "--introspection-addr=off"]);
+        let a = agent(argv);
+        assert_eq!(a.introspection_addr, IntrospectionAddr::Off);
+        let printed: toml::Table = agent_toml(&a).expect("toml").parse().expect("TOML");
+        assert_eq!(printed["introspection-addr"].as_str(), Some("off"));
+        let argv = layered(
+            &["berth", "agent"],
+            "introspection-addr = \"off\"\n",
+            &["BERTH_INTROSPECTION_ADDR"],
+        )
+        .expect("layered");
+        assert_eq!(strs(&argv), ["berth", "agent"], "the environment wins");
+        let err =
+            crate::Cli::try_parse_from(os(&["berth", "agent", "--introspection-addr", "51678"]))
+                .map(|_| ())
+                .expect_err("a port alone is refused");
+        let text = err.to_string();
+        assert!(text.contains("--introspection-addr"), "{text}");
+        assert!(
+            text.contains("127.0.0.1:51678") && text.contains("off"),
+            "{text}"
+        );
     }
 
     #[test]

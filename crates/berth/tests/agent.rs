@@ -120,6 +120,7 @@ fn a_crash_at_each_step_of_a_start_creates_nothing_twice() {
             child: None,
             cleanup_wait: "1h",
             port: free_port(),
+            introspection_port: free_port(),
         };
         agent.restart_env(&[], &[("BERTH_FAILPOINT", &format!("{point}:c2"))]);
         let family = unique_name("agent-crash-");
@@ -345,6 +346,7 @@ fn a_broken_docker_event_stream_is_resubscribed_and_nothing_is_lost_or_duplicate
         child: None,
         cleanup_wait: "1h",
         port: free_port(),
+        introspection_port: free_port(),
     };
     let host = format!("unix://{}", proxy.path.display());
     agent.restart_with(&["--docker-host", &host]);
@@ -875,6 +877,7 @@ fn berth_logs_says_when_docker_keeps_no_logs_and_when_it_reads_a_local_copy() {
         child: None,
         cleanup_wait: "1h",
         port: free_port(),
+        introspection_port: free_port(),
     };
     agent.restart_with(&[
         "--available-log-drivers",
@@ -1043,6 +1046,7 @@ fn a_bridge_listener_that_cannot_bind_is_a_warning_and_host_tasks_still_run() {
         child: None,
         cleanup_wait: "1h",
         port,
+        introspection_port: free_port(),
     };
     agent.restart();
     let log = agent.log();
@@ -1181,4 +1185,261 @@ fn submit_tags_and_the_agents_instance_tags_reach_task_with_tags() {
         err.contains("'--tag <KEY=VALUE>'") && err.contains("aws: prefix is reserved"),
         "{err}"
     );
+}
+
+/// GET a path of the agent's introspection API: (status, the JSON body).
+fn introspect(agent: &Agent, path: &str) -> (u16, Value) {
+    let out = http_get(agent.introspection_port, path);
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let v = serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {out}"));
+    (status, v)
+}
+
+/// `docker inspect -f FORMAT NAME`, trimmed.
+fn docker_inspect(name: &str, format: &str) -> String {
+    let out = Command::new("docker")
+        .args(["inspect", "-f", format, name])
+        .output()
+        .expect("docker inspect");
+    assert!(out.status.success(), "docker inspect {name}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Removes a family's containers, then a task volume of theirs, when dropped (also when the test
+/// fails before `berth rm` cleans them up).
+struct TaskVolumeGuard {
+    family: String,
+    volume: String,
+}
+
+impl Drop for TaskVolumeGuard {
+    fn drop(&mut self) {
+        drop(FamilyGuard(self.family.clone()));
+        let _ = Command::new("docker")
+            .args(["volume", "rm", "-f", &self.volume])
+            .output();
+    }
+}
+
+#[test]
+fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
+    let mut agent = Agent::start("1h");
+    let family = unique_name("agent-introspect-");
+    let _g = FamilyGuard(family.clone());
+    let mut web = container("web", SERVE);
+    web["portMappings"] = json!([{"containerPort": 8080, "hostPort": 0}]);
+    web["mountPoints"] = json!([{"sourceVolume": "data", "containerPath": "/data"}]);
+    let mut side = container("side", SERVE);
+    side["essential"] = json!(false);
+    let def = json!({"family": family, "revision": 4, "containerDefinitions": [web, side],
+                     "volumes": [{"name": "data",
+                                  "dockerVolumeConfiguration": {"scope": "task", "driver": "local"}}]});
+    let id = agent.submit(&def);
+    // berth names a task's volume `berth-<first 12 of the task id>-<volume>`.
+    let _v = TaskVolumeGuard {
+        family: family.clone(),
+        volume: format!("berth-{}-data", &id[..12]),
+    };
+    agent.wait_within(Duration::from_secs(240), &id, "running", running);
+
+    let (status, meta) = introspect(&agent, "/v1/metadata");
+    assert_eq!(status, 200, "{meta}");
+    assert_eq!(meta["Cluster"], "default");
+    let instance = meta["ContainerInstanceArn"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let prefix = "arn:aws:ecs:local-1:000000000000:container-instance/default/";
+    assert!(
+        instance.starts_with(prefix)
+            && instance[prefix.len()..].len() == 32
+            && instance[prefix.len()..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit()),
+        "{meta}"
+    );
+    assert!(
+        meta["Version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with(&format!("berth - v{}", env!("CARGO_PKG_VERSION")))),
+        "{meta}"
+    );
+
+    let (status, all) = introspect(&agent, "/v1/tasks");
+    assert_eq!(status, 200, "{all}");
+    let tasks = all["Tasks"].as_array().expect("Tasks");
+    assert_eq!(tasks.len(), 1, "{all}");
+    let task = &tasks[0];
+    let arn = task["Arn"].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        arn,
+        format!("arn:aws:ecs:local-1:000000000000:task/default/{id}")
+    );
+    assert_eq!(task["Family"], family.as_str());
+    assert_eq!(task["Version"], "4", "the revision, as a string");
+    assert_eq!(
+        (task["KnownStatus"].as_str(), task["DesiredStatus"].as_str()),
+        (Some("RUNNING"), Some("RUNNING"))
+    );
+    let containers = task["Containers"].as_array().expect("Containers");
+    let mut names: Vec<&str> = containers
+        .iter()
+        .filter_map(|c| c["Name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["side", "web"]);
+    // Every id, name, image id, mount and binding is Docker's own.
+    for c in containers {
+        let docker_name = c["DockerName"].as_str().expect("DockerName");
+        assert_eq!(c["DockerId"], docker_inspect(docker_name, "{{.Id}}"), "{c}");
+        assert_eq!(
+            c["ImageID"],
+            docker_inspect(docker_name, "{{.Image}}"),
+            "{c}"
+        );
+        assert_eq!(c["Image"], test_image(), "{c}");
+        assert!(
+            c["CreatedAt"].is_string() && c["StartedAt"].is_string(),
+            "{c}"
+        );
+        assert!(
+            c.get("Networks").is_none(),
+            "bridge mode has no Networks: {c}"
+        );
+    }
+    let web = containers.iter().find(|c| c["Name"] == "web").expect("web");
+    let web_name = web["DockerName"].as_str().unwrap_or_default();
+    let volume = docker_inspect(
+        web_name,
+        "{{range .Mounts}}{{if eq .Destination \"/data\"}}{{.Name}}{{end}}{{end}}",
+    );
+    assert_eq!(
+        volume,
+        format!("berth-{}-data", &id[..12]),
+        "the task volume is mounted"
+    );
+    assert!(
+        web["Volumes"].as_array().is_some_and(|v| v
+            .iter()
+            .any(|m| m["DockerName"] == volume.as_str() && m["Destination"] == "/data")),
+        "{web}"
+    );
+    let host_port: u64 = docker_inspect(
+        web_name,
+        "{{(index (index .NetworkSettings.Ports \"8080/tcp\") 0).HostPort}}",
+    )
+    .parse()
+    .expect("a bound host port");
+    let ports = web["Ports"].as_array().expect("Ports");
+    assert!(!ports.is_empty(), "{web}");
+    for p in ports {
+        assert_eq!(
+            p,
+            &json!({"ContainerPort": 8080, "Protocol": "tcp", "HostPort": host_port})
+        );
+    }
+
+    // The lookups find it by a 12-character prefix, the whole id, and its ARN.
+    let web_id = web["DockerId"].as_str().unwrap_or_default().to_string();
+    for query in [
+        format!("dockerid={}", &web_id[..12]),
+        format!("dockerid={web_id}"),
+        format!("taskarn={arn}"),
+    ] {
+        let (status, t) = introspect(&agent, &format!("/v1/tasks?{query}"));
+        assert_eq!(
+            (status, t["Arn"].as_str()),
+            (200, Some(arn.as_str())),
+            "{query}: {t}"
+        );
+        assert_eq!(t["Containers"].as_array().map(Vec::len), Some(2), "{query}");
+    }
+    // Unknown ones are 404, both at once 400, each with ECS's empty task and the reason.
+    for (query, code) in [
+        ("dockerid=zzzzzzzzzzzz".to_string(), 404),
+        (format!("taskarn={arn}0"), 404),
+        (format!("dockerid={web_id}&taskarn={arn}"), 400),
+    ] {
+        let (status, t) = introspect(&agent, &format!("/v1/tasks?{query}"));
+        assert_eq!(status, code, "{query}: {t}");
+        assert_eq!(t["Arn"], "", "{query}");
+        assert!(t["Error"].is_string(), "{query}: {t}");
+    }
+
+    // After a restart the resumed task is listed with the same ids, the instance keeps its ARN.
+    agent.kill9();
+    agent.restart();
+    agent.wait_within(Duration::from_secs(240), &id, "running", running);
+    let (_, meta) = introspect(&agent, "/v1/metadata");
+    assert_eq!(meta["ContainerInstanceArn"], instance.as_str());
+    let (status, t) = introspect(&agent, &format!("/v1/tasks?dockerid={web_id}"));
+    assert_eq!(
+        (status, t["Arn"].as_str()),
+        (200, Some(arn.as_str())),
+        "{t}"
+    );
+
+    // Stopped, it is still listed until it is cleaned up; then it is gone.
+    let (code, _, err) = agent.cli(&["stop", &id]);
+    assert_eq!(code, 0, "{err}");
+    agent.wait_within(Duration::from_secs(240), &id, "stopped", stopped);
+    let (_, t) = introspect(&agent, &format!("/v1/tasks?taskarn={arn}"));
+    assert_eq!(t["KnownStatus"], "STOPPED", "{t}");
+    assert_eq!(t["DesiredStatus"], "STOPPED", "{t}");
+    let (code, _, err) = agent.cli(&["rm", &id]);
+    assert_eq!(code, 0, "{err}");
+    agent.wait_forgotten(&id);
+    assert_eq!(introspect(&agent, "/v1/tasks").1, json!({"Tasks": []}));
+    assert_eq!(
+        introspect(&agent, &format!("/v1/tasks?taskarn={arn}")).0,
+        404
+    );
+    let out = Command::new("docker")
+        .args(["volume", "inspect", &volume])
+        .output()
+        .expect("docker volume inspect");
+    assert!(
+        !out.status.success(),
+        "the cleanup removed the task volume {volume}"
+    );
+}
+
+#[test]
+fn an_introspection_port_in_use_is_a_warning_and_served_once_free() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    let mut agent = Agent::start("1h");
+    agent.kill9();
+    agent.introspection_port = port;
+    agent.restart();
+    // The agent answers (restart waited for `ps`) although the port is taken.
+    let log = agent.log();
+    assert!(
+        log.contains(&format!(
+            "cannot listen on 127.0.0.1:{port} for the introspection API: Address already in use (os error 98); retrying in 1s"
+        )),
+        "{log}"
+    );
+    drop(taken);
+    let t = Instant::now();
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the introspection API never listened: {}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(introspect(&agent, "/v1/tasks"), (200, json!({"Tasks": []})));
+    // SIGTERM: the agent exits 0 and nothing answers on the port any more.
+    assert_eq!(agent.term().0, Some(0));
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }

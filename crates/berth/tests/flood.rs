@@ -43,6 +43,8 @@ impl Agent {
             .arg("--api-socket")
             .arg(dir.path().join("api.sock"))
             .args(["--metadata-addr", &format!("127.0.0.1:{port}")])
+            // Not ECS's port 51678: these tests do not read the introspection API.
+            .args(["--introspection-addr", "off"])
             .env("BERTH_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)

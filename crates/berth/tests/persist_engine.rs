@@ -64,6 +64,8 @@ impl Agent {
             .arg("--api-socket")
             .arg(self.socket())
             .args(["--metadata-addr", &format!("127.0.0.1:{}", self.port)])
+            // Not ECS's port 51678: these tests do not read the introspection API.
+            .args(["--introspection-addr", "off"])
             .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
             .env("BERTH_LOG", "info")
             .stdout(Stdio::null())

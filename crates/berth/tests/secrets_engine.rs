@@ -269,6 +269,8 @@ fn no_secret_value_in_the_store_log_events_inspect_or_metadata() {
         .arg("--api-socket")
         .arg(data.join("api.sock"))
         .args(["--metadata-addr", &format!("127.0.0.1:{port}")])
+        // Not ECS's port 51678: these tests do not read the introspection API.
+        .args(["--introspection-addr", "off"])
         .arg("--secrets-dir")
         .arg(&secrets)
         .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")

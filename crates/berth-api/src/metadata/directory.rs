@@ -5,7 +5,8 @@
 //! short-lived `RwLock` that only the metadata server and `register`/`unregister` touch — never
 //! the engine. The task's state is read from the receiver: the current value is cloned once per
 //! change (an atomic version check; the clone is taken under the channel's lock only for that copy)
-//! and shared as an `Arc` until the next change.
+//! and shared as an `Arc` until the next change. The introspection API reads the same entries
+//! ([`TaskDirectory::snapshots`]): every task the agent has not yet cleaned up.
 
 use crate::metadata::json::Version;
 use crate::metadata::ratelimit::{RateLimit, TokenBucket};
@@ -159,6 +160,23 @@ impl TaskDirectory {
     pub fn task_ids(&self) -> Vec<String> {
         let index = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         index.tasks.keys().cloned().collect()
+    }
+
+    /// Every registered task's latest published state (the introspection API lists these), in
+    /// the order the tasks were created, then by id. Each snapshot is read as the metadata
+    /// routes read it; the directory's lock is held only to copy the entries out.
+    pub fn snapshots(&self) -> Vec<Arc<TaskState>> {
+        let entries: Vec<Arc<TaskEntry>> = {
+            let index = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+            index.tasks.values().cloned().collect()
+        };
+        let mut all: Vec<Arc<TaskState>> = entries.iter().map(|e| e.snapshot()).collect();
+        all.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        all
     }
 
     /// The task and container index a metadata id belongs to.

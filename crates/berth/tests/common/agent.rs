@@ -17,6 +17,9 @@ pub struct Agent {
     pub cleanup_wait: &'static str,
     /// The loopback port of the agent's /metrics listener.
     pub port: u16,
+    /// The loopback port of its introspection API (each agent its own, never ECS's 51678, so
+    /// agents of parallel tests do not compete for it).
+    pub introspection_port: u16,
 }
 
 pub fn free_port() -> u16 {
@@ -38,6 +41,7 @@ impl Agent {
             child: None,
             cleanup_wait,
             port: free_port(),
+            introspection_port: free_port(),
         };
         a.restart_with(extra);
         a
@@ -67,6 +71,10 @@ impl Agent {
             .arg("--api-socket")
             .arg(self.socket())
             .args(["--metadata-addr", &format!("127.0.0.1:{}", self.port)])
+            .args([
+                "--introspection-addr",
+                &format!("127.0.0.1:{}", self.introspection_port),
+            ])
             .args(extra)
             .envs(env.iter().copied())
             .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
@@ -168,6 +176,18 @@ impl Agent {
     }
 
     pub fn wait_for(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.wait_within(Duration::from_secs(60), id, what, pred)
+    }
+
+    /// [`Agent::wait_for`] with another limit: for a bridge-mode start while other tests load the
+    /// Engine (two hundred tasks starting at once kept Docker's starts queued for over a minute).
+    pub fn wait_within(
+        &self,
+        limit: Duration,
+        id: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let t = Instant::now();
         loop {
             let v = self.task(id);
@@ -175,7 +195,7 @@ impl Agent {
                 return v;
             }
             assert!(
-                t.elapsed() < Duration::from_secs(60),
+                t.elapsed() < limit,
                 "task {id} never {what}: {v}\nlog: {}",
                 self.log()
             );

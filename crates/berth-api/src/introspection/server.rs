@@ -1,0 +1,447 @@
+//! The introspection API's routes, lookups and listener.
+//!
+//! Every request reads the directory's task snapshots (no lock the engine uses) and, for the
+//! containers it shows, their Docker details. Details are kept per Docker id once the container
+//! has reached RUNNING (what the API shows of it — image id, mounts, the ports bound at start,
+//! the task's address — does not change after that, and ECS too keeps the bindings it saw when a
+//! container stops) and dropped when the container is no longer in any task; before RUNNING, or
+//! when Docker cannot be asked, they are read again on the next request. At most
+//! [`DETAIL_READS`] inspects run at once for one request.
+
+use crate::introspection::json::{self, AgentMetadataResponse, ErrorResponse, TasksResponse};
+use crate::metadata::TaskDirectory;
+use crate::serve::ServerLimits;
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use berth_engine::Identity;
+use berth_engine::runtime::{ContainerDetails, Runtime};
+use berth_engine::state::{Status, TaskState};
+use berth_model::NetworkMode;
+use futures_util::StreamExt as _;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Inspects one request runs at once (a listing of many new containers does not flood Docker).
+pub const DETAIL_READS: usize = 16;
+
+/// ECS's threshold: a `dockerid` longer than this is a full id, else a prefix.
+const SHORT_ID_LEN: usize = 12;
+
+/// The routes, as `GET /` lists them (ECS's `AvailableCommands`).
+const COMMANDS: [&str; 3] = ["/v1/metadata", "/v1/tasks", "/license"];
+
+/// Settings of the introspection API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntrospectionConfig {
+    /// `Cluster`, `ContainerInstanceArn`, and every task's `Arn`.
+    pub identity: Identity,
+    /// `Version`, in ECS's layout (`<name> - v<version> (<commit>)`): the binary decides it.
+    pub version: String,
+    /// The body of `GET /license`.
+    pub license: String,
+    /// Connection bounds of the listener.
+    pub limits: ServerLimits,
+}
+
+impl Default for IntrospectionConfig {
+    fn default() -> Self {
+        IntrospectionConfig {
+            identity: Identity::default(),
+            version: String::new(),
+            license: String::new(),
+            limits: ServerLimits::METADATA,
+        }
+    }
+}
+
+struct Shared<R> {
+    rt: Arc<R>,
+    directory: Arc<TaskDirectory>,
+    config: IntrospectionConfig,
+    /// Docker id → details read once the container was RUNNING.
+    details: Mutex<HashMap<String, Arc<ContainerDetails>>>,
+}
+
+/// The map holds whole values replaced at once: a poisoned lock's data is still good.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The API's routes over `directory` (for tests, and for [`IntrospectionServer::start`]).
+/// GET (and HEAD) only: another method is 405.
+pub fn router<R: Runtime>(
+    rt: Arc<R>,
+    directory: Arc<TaskDirectory>,
+    config: IntrospectionConfig,
+) -> Router {
+    let shared = Arc::new(Shared {
+        rt,
+        directory,
+        config,
+        details: Mutex::new(HashMap::new()),
+    });
+    Router::new()
+        .route("/", get(root))
+        .route("/v1/metadata", get(metadata::<R>))
+        .route("/v1/tasks", get(tasks::<R>))
+        .route("/license", get(license::<R>))
+        .fallback(unknown_path)
+        .with_state(shared)
+}
+
+fn json_response<T: Serialize + ?Sized>(status: StatusCode, body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "application/json")],
+            serde_json::to_vec(&ErrorResponse::new(format!(
+                "cannot encode the answer: {e}"
+            )))
+            .unwrap_or_default(),
+        )
+            .into_response(),
+    }
+}
+
+#[derive(Serialize)]
+struct Commands {
+    #[serde(rename = "AvailableCommands")]
+    available_commands: [&'static str; 3],
+}
+
+async fn root() -> Response {
+    json_response(
+        StatusCode::OK,
+        &Commands {
+            available_commands: COMMANDS,
+        },
+    )
+}
+
+/// ECS answers every other path with the list and 200; berth says 404 (the body is the same), so
+/// a mistyped path is not taken for an answer.
+async fn unknown_path(uri: Uri) -> Response {
+    tracing::debug!(path = %uri.path(), "introspection: unknown path");
+    json_response(
+        StatusCode::NOT_FOUND,
+        &Commands {
+            available_commands: COMMANDS,
+        },
+    )
+}
+
+async fn metadata<R: Runtime>(State(s): State<Arc<Shared<R>>>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &AgentMetadataResponse::new(&s.config.identity, &s.config.version),
+    )
+}
+
+async fn license<R: Runtime>(State(s): State<Arc<Shared<R>>>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain")],
+        s.config.license.clone(),
+    )
+        .into_response()
+}
+
+/// What `/v1/tasks` was asked for.
+enum Lookup {
+    All,
+    DockerId(String),
+    TaskArn(String),
+}
+
+/// Why a lookup answers no task.
+enum Miss {
+    /// 400: both query parameters, or a prefix of containers of several tasks.
+    BadRequest(String),
+    /// 404.
+    NotFound(String),
+}
+
+impl Miss {
+    fn response(self) -> Response {
+        match self {
+            Miss::BadRequest(why) => {
+                json_response(StatusCode::BAD_REQUEST, &ErrorResponse::new(why))
+            }
+            Miss::NotFound(why) => json_response(StatusCode::NOT_FOUND, &ErrorResponse::new(why)),
+        }
+    }
+}
+
+/// The lookup a query asks for. As ECS (Go's `url.Values`): a parameter counts when its name is
+/// there, even without a value; the first value is taken; other parameters are ignored.
+fn lookup(query: &[(String, String)]) -> Result<Lookup, Miss> {
+    let first = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    match (first("dockerid"), first("taskarn")) {
+        (Some(_), Some(_)) => Err(Miss::BadRequest(
+            "request contains both dockerid and taskarn but expect at most one of these: ask for one"
+                .to_string(),
+        )),
+        (Some(id), None) => Ok(Lookup::DockerId(id)),
+        (None, Some(arn)) => Ok(Lookup::TaskArn(arn)),
+        (None, None) => Ok(Lookup::All),
+    }
+}
+
+/// The task a Docker id (more than 12 characters: the whole id) or prefix (12 or fewer) belongs
+/// to. Every container with a Docker id counts, the pause container's too (as in ECS).
+fn by_docker_id(tasks: &[Arc<TaskState>], key: &str) -> Result<Arc<TaskState>, Miss> {
+    let full = key.len() > SHORT_ID_LEN;
+    let matches = |id: &str| if full { id == key } else { id.starts_with(key) };
+    let found: Vec<&Arc<TaskState>> = tasks
+        .iter()
+        .filter(|t| {
+            t.containers
+                .iter()
+                .any(|c| c.docker_id.as_deref().is_some_and(matches))
+        })
+        .collect();
+    match found.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] if full => Err(Miss::NotFound(format!(
+            "no task found with docker id {key}"
+        ))),
+        [] => Err(Miss::NotFound(format!(
+            "no task found with a container whose docker id starts with {key}"
+        ))),
+        many => Err(Miss::BadRequest(format!(
+            "multiple tasks found with short docker id {key} ({} tasks): give more characters, or the full id",
+            many.len()
+        ))),
+    }
+}
+
+fn by_task_arn(
+    tasks: &[Arc<TaskState>],
+    identity: &Identity,
+    arn: &str,
+) -> Result<Arc<TaskState>, Miss> {
+    tasks
+        .iter()
+        .find(|t| identity.task_arn(&t.id) == arn)
+        .cloned()
+        .ok_or_else(|| Miss::NotFound(format!("no task found with arn {arn}")))
+}
+
+async fn tasks<R: Runtime>(
+    State(s): State<Arc<Shared<R>>>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    // A query that is not `application/x-www-form-urlencoded` has no parameter ECS knows.
+    let query = query.map(|Query(q)| q).unwrap_or_default();
+    let all = s.directory.snapshots();
+    forget_gone(&s, &all);
+    let wanted = match lookup(&query) {
+        Ok(Lookup::All) => None,
+        Ok(Lookup::DockerId(id)) => Some(by_docker_id(&all, &id)),
+        Ok(Lookup::TaskArn(arn)) => Some(by_task_arn(&all, &s.config.identity, &arn)),
+        Err(miss) => Some(Err(miss)),
+    };
+    match wanted {
+        None => {
+            let mut tasks = Vec::with_capacity(all.len());
+            let details = details_of(&s, &all).await;
+            for (state, d) in all.iter().zip(&details) {
+                tasks.push(render(state, d, &s.config.identity));
+            }
+            json_response(StatusCode::OK, &TasksResponse { tasks })
+        }
+        Some(Ok(state)) => {
+            let one = std::slice::from_ref(&state);
+            let details = details_of(&s, one).await;
+            let d = details.first().map(Vec::as_slice).unwrap_or_default();
+            json_response(StatusCode::OK, &render(&state, d, &s.config.identity))
+        }
+        Some(Err(miss)) => miss.response(),
+    }
+}
+
+fn render(
+    state: &TaskState,
+    details: &[Option<Arc<ContainerDetails>>],
+    identity: &Identity,
+) -> json::TaskResponse {
+    let refs: Vec<Option<&ContainerDetails>> = details.iter().map(|d| d.as_deref()).collect();
+    json::task_response(state, &refs, identity)
+}
+
+/// Whether container `i`'s details are needed: it is listed, or it is the pause container of an
+/// `awsvpc` task (whose address every container shows).
+fn wants_details(state: &TaskState, i: usize) -> bool {
+    json::listed(state, i)
+        || (state.is_pause(i) && state.definition.network_mode == NetworkMode::Awsvpc)
+}
+
+/// One task's details, by container index (None where not needed or not known).
+type TaskDetails = Vec<Option<Arc<ContainerDetails>>>;
+
+/// Each task's containers' details, `DETAIL_READS` reads at a time.
+async fn details_of<R: Runtime>(s: &Shared<R>, tasks: &[Arc<TaskState>]) -> Vec<TaskDetails> {
+    let wanted: Vec<(usize, usize)> = tasks
+        .iter()
+        .enumerate()
+        .flat_map(|(t, state)| {
+            (0..state.containers.len())
+                .filter(move |&i| wants_details(state, i))
+                .map(move |i| (t, i))
+        })
+        .collect();
+    let read: Vec<(usize, usize, Option<Arc<ContainerDetails>>)> =
+        futures_util::stream::iter(wanted)
+            .map(|(t, i)| async move { (t, i, details(s, &tasks[t], i).await) })
+            .buffer_unordered(DETAIL_READS)
+            .collect()
+            .await;
+    let mut out: Vec<TaskDetails> = tasks
+        .iter()
+        .map(|t| vec![None; t.containers.len()])
+        .collect();
+    for (t, i, d) in read {
+        out[t][i] = d;
+    }
+    out
+}
+
+/// Container `i`'s Docker details: kept ones, else read (and kept once it has reached RUNNING).
+async fn details<R: Runtime>(
+    s: &Shared<R>,
+    state: &TaskState,
+    i: usize,
+) -> Option<Arc<ContainerDetails>> {
+    let c = &state.containers[i];
+    let docker_id = c.docker_id.as_deref()?;
+    if let Some(d) = lock(&s.details).get(docker_id) {
+        return Some(d.clone());
+    }
+    match s.rt.inspect_details(docker_id).await {
+        Ok(d) => {
+            let d = Arc::new(d);
+            if c.known >= Status::Running {
+                lock(&s.details).insert(docker_id.to_string(), d.clone());
+            }
+            Some(d)
+        }
+        Err(e) => {
+            tracing::debug!(container = %c.name, error = %e, "introspection: no docker details");
+            None
+        }
+    }
+}
+
+/// Drop the kept details of containers no task has any more (the task was cleaned up).
+fn forget_gone<R>(s: &Shared<R>, tasks: &[Arc<TaskState>]) {
+    let mut kept = lock(&s.details);
+    if kept.is_empty() {
+        return;
+    }
+    let live: HashSet<&str> = tasks
+        .iter()
+        .flat_map(|t| t.containers.iter().filter_map(|c| c.docker_id.as_deref()))
+        .collect();
+    kept.retain(|id, _| live.contains(id.as_str()));
+}
+
+/// The running API. Dropping it leaves the listener running until the runtime ends; call
+/// [`IntrospectionServer::shutdown`] to stop it.
+pub struct IntrospectionServer {
+    local_addr: Option<SocketAddr>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// The first retry's wait after a failed bind, and the longest (ECS: 1 s doubling to 1 min).
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+impl IntrospectionServer {
+    /// Listen on `addr` and serve `directory`'s tasks until [`IntrospectionServer::shutdown`].
+    /// When `addr` cannot be bound (in use, not an address of this host), a warning says so and
+    /// the bind is retried in the background, 1 s doubling to 1 min, as the ECS agent does: the
+    /// API is a convenience for monitoring, never a reason not to run tasks.
+    pub async fn start<R: Runtime>(
+        rt: Arc<R>,
+        directory: Arc<TaskDirectory>,
+        config: IntrospectionConfig,
+        addr: SocketAddr,
+    ) -> IntrospectionServer {
+        let limits = config.limits;
+        let app = router(rt, directory, config);
+        let (stop, mut stopped) = watch::channel(false);
+        let first = TcpListener::bind(addr).await;
+        let local_addr = first.as_ref().ok().and_then(|l| l.local_addr().ok());
+        let task = tokio::spawn(async move {
+            let mut attempt = first;
+            let mut delay = RETRY_FIRST;
+            let listener = loop {
+                match attempt {
+                    Ok(l) => break l,
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot listen on {addr} for the introspection API: {e}; retrying in {}s \
+                             (--introspection-addr ADDR chooses another address, off serves none)",
+                            delay.as_secs()
+                        );
+                        tokio::select! {
+                            () = tokio::time::sleep(delay) => {}
+                            _ = stopped.wait_for(|s| *s) => return,
+                        }
+                        delay = (delay * 2).min(RETRY_MAX);
+                        attempt = TcpListener::bind(addr).await;
+                        if attempt.is_ok() {
+                            tracing::info!(%addr, "introspection API listening");
+                        }
+                    }
+                }
+            };
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            let stop = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            crate::serve::serve(listener, app, limits, stop, "introspection API").await;
+        });
+        IntrospectionServer {
+            local_addr,
+            stop,
+            task,
+        }
+    }
+
+    /// The address listened on, when the first bind succeeded (None while retrying).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// Stop listening (or retrying); open connections get 2 s to finish, then are dropped.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let mut task = self.task;
+        if tokio::time::timeout(Duration::from_secs(2), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+}
