@@ -7,7 +7,8 @@
 //!   ([`Cluster::put_node`]); drain requests;
 //! - tasks: [`Cluster::submit`] (put only if absent), [`Cluster::tasks`] (with each key's
 //!   `mod_revision`), [`Cluster::place`] (one transaction: the task unchanged since it was read →
-//!   the task with its node and the assignment under that node), [`Cluster::set_reason`];
+//!   the task with its node and the assignment under that node), [`Cluster::set_reason`],
+//!   [`Cluster::stop`] (desired STOPPED and the assignment deleted, guarded the same way);
 //! - assignments and statuses, read per node.
 //!
 //! What etcd guarantees and berth relies on: linearizable reads and writes (etcd's default),
@@ -366,6 +367,32 @@ impl Cluster {
             )])
             .and_then([TxnOp::put(key, record::encode(&task), None)]);
         Ok(self.txn("set reason", txn).await?.succeeded())
+    }
+
+    /// Sets a task's desired status to STOPPED with `reason` and deletes its assignment (its node's
+    /// agent stops its copy when the assignment goes), in one transaction guarded like
+    /// [`Cluster::place`]. False when the task changed since it was read.
+    pub async fn stop(
+        &self,
+        read: &Versioned<TaskRecord>,
+        reason: &str,
+    ) -> Result<bool, ClusterError> {
+        let mut task = read.value.clone();
+        task.desired_status = crate::record::DesiredStatus::Stopped;
+        task.reason = Some(reason.to_owned());
+        let key = keys::task(&task.id);
+        let mut ops = vec![TxnOp::put(key.clone(), record::encode(&task), None)];
+        if let Some(node) = &read.value.node {
+            ops.push(TxnOp::delete(keys::assign(node, &task.id), None));
+        }
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key,
+                CompareOp::Equal,
+                read.mod_revision,
+            )])
+            .and_then(ops);
+        Ok(self.txn("stop", txn).await?.succeeded())
     }
 
     /// The assignments of one node, and the revision of the read (where its watch resumes).

@@ -1,6 +1,6 @@
 //! `berth cluster …`: the client of a berth cluster, talking to etcd through berth-cluster (this
 //! module knows no key and no etcd call): `submit` writes pending tasks, `ps` lists tasks with
-//! their node and status, `nodes` the registered nodes with what is reserved on them, `drain`
+//! their node and status, `stop` marks one stopped, `nodes` the registered nodes with what is reserved on them, `drain`
 //! asks for a node to take no new task (or no longer, `--undo`). Text tables for people,
 //! `--output json` (one JSON document) for tools. See docs/cluster.md.
 
@@ -58,6 +58,15 @@ pub enum ClusterCommand {
     },
     /// List the registered nodes: capacity, what is reserved, tasks, draining, attributes.
     Nodes {
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Stop a task: its desired status becomes STOPPED and its assignment is removed (a pending
+    /// task is never placed).
+    Stop {
+        /// The task's id, or a prefix of it no other task's id starts with (the 12 characters
+        /// `berth cluster ps` prints).
+        task: String,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -307,6 +316,43 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+        ClusterCommand::Stop { task, conn } => {
+            let cluster = connect(&conn).await?;
+            // A task changed between the read and the stop (the controller placed it) is read
+            // again; a few rounds at most, since each change is a placement or a reason.
+            for _ in 0..5 {
+                let (tasks, _) = cluster.tasks().await?;
+                let matches: Vec<_> = tasks
+                    .into_iter()
+                    .filter(|t| t.value.id.starts_with(&task))
+                    .collect();
+                let found = match matches.len() {
+                    0 => bail!("no task {task:?} in the cluster (berth cluster ps lists them)"),
+                    1 => &matches[0],
+                    _ => bail!(
+                        "task {task:?} is ambiguous: {} tasks start with it ({}); give more characters",
+                        matches.len(),
+                        matches
+                            .iter()
+                            .map(|t| t.value.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                if found.value.desired_status == DesiredStatus::Stopped
+                    || cluster.stop(found, "Task stopped by user").await?
+                {
+                    match conn.output {
+                        Output::Json => print_json(
+                            &serde_json::json!({ "task": found.value.id, "desiredStatus": "STOPPED" }),
+                        ),
+                        Output::Text => println!("{}: STOPPED", found.value.id),
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            bail!("task {task:?} kept changing while being stopped; try again")
         }
         ClusterCommand::Drain { node, undo, conn } => {
             berth_cluster::keys::check_name("node", &node).map_err(anyhow::Error::msg)?;
