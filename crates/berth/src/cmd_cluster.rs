@@ -187,8 +187,9 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
             let last = |t: &TaskRecord| -> String {
                 match (&t.node, statuses.get(&t.id)) {
                     (Some(node), Some((at, s))) if at == node => s.last_status.clone(),
+                    // No status from a node: what the cluster decided is all there is.
+                    _ if t.desired_status == DesiredStatus::Stopped => "STOPPED".to_owned(),
                     (Some(_), _) => "PLACED".to_owned(),
-                    (None, _) if t.desired_status == DesiredStatus::Stopped => "STOPPED".to_owned(),
                     (None, _) => "PENDING".to_owned(),
                 }
             };

@@ -261,6 +261,47 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
         text.contains(&new[0][..12]) && text.contains("web:0") && text.contains("PLACED"),
         "{text}"
     );
+
+    // Stop by prefix: desired STOPPED, its assignment gone, its reservation freed.
+    let out = berth(&["cluster", "stop", &new[0][..12], "--cluster", &endpoints]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{}: STOPPED\n", new[0]),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let node = placed[&new[0]].clone();
+    let left = rt.block_on(cluster.assignments(&node)).unwrap().0;
+    assert!(left.iter().all(|a| a.task != new[0]), "{left:?}");
+    let stopped = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == new[0].as_str())
+        .unwrap();
+    assert_eq!(stopped["desiredStatus"], "STOPPED");
+    assert_eq!(stopped["reason"], "Task stopped by user");
+    assert_eq!(stopped["lastStatus"], "STOPPED");
+    let nodes = json_of(&berth(&[
+        "cluster",
+        "nodes",
+        "--cluster",
+        &endpoints,
+        "--output",
+        "json",
+    ]));
+    let n = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == node.as_str())
+        .unwrap();
+    assert_eq!(n["tasks"], 3, "{n}");
+    let out = berth(&["cluster", "stop", "nosuchtask", "--cluster", &endpoints]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no task \"nosuchtask\" in the cluster"),
+        "{err}"
+    );
 }
 
 #[test]
