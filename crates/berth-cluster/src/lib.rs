@@ -3,10 +3,11 @@
 //! `etcd-client` crate) holds every shared fact, leases make a lost node's keys disappear, and
 //! transactions guard each placement.
 //!
-//! Modules: [`controller`] (the placement pass), [`election`] (one controller leads), [`keys`] (the key layout, docs/cluster.md), [`record`] (the typed JSON values),
+//! Modules: [`keys`] (the key layout, docs/cluster.md), [`record`] (the typed JSON values),
 //! [`demand`] (what a task reserves), [`expr`] (the `memberOf` expression subset),
 //! [`placement`] (constraints and strategies as pure functions), [`store`] (the etcd client:
-//! connection, node registration under a lease, tasks, placement transactions).
+//! connection, node leases, tasks, guarded placement and stop transactions), [`controller`] (the
+//! placement pass), [`election`] (one controller leads).
 
 pub mod controller;
 pub mod demand;
