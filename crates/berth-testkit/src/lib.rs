@@ -6,7 +6,8 @@
 //! test code that mounts and unmounts, and [`mount::Scratch`]; [`berth_run`], running
 //! `berth run --output json` and reading its JSON lines; [`volume_plugin`], `berth volume-plugin`
 //! as a process; [`engine_proxy`], a proxy in front of the Engine that refuses or delays chosen
-//! calls. The crate root has the Docker helpers.
+//! calls; [`etcd`], a real etcd cluster of a test's own (members killed and restarted at will).
+//! The crate root has the Docker helpers.
 //!
 //! Run the tests through `scripts/test`: it makes sure an Engine answers, builds the offline test
 //! images (`scripts/setup-images`) and starts a throwaway registry on 127.0.0.1, and passes them to
@@ -32,6 +33,7 @@
 pub mod berth_run;
 pub mod contract;
 pub mod engine_proxy;
+pub mod etcd;
 pub mod mount;
 pub mod ns;
 pub mod volume_plugin;

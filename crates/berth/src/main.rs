@@ -3,6 +3,8 @@
 
 mod agent;
 mod client;
+mod cmd_cluster;
+mod cmd_controller;
 mod cmd_gc;
 mod cmd_run;
 mod cmd_validate;
@@ -63,6 +65,11 @@ enum Command {
     /// Serve berth's Docker volume plugin (reference-counted mounts, durable state), or release
     /// leaked references (`berth volume-plugin release`).
     VolumePlugin(cmd_volume_plugin::Args),
+    /// The client of a berth cluster on etcd: submit, ps, nodes, drain (docs/cluster.md).
+    Cluster(cmd_cluster::Args),
+    /// Place the cluster's pending tasks onto its nodes; several may run, one leads (etcd
+    /// election), the others wait.
+    Controller(cmd_controller::Args),
     #[command(flatten)]
     Client(client::ClientCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
@@ -116,7 +123,7 @@ fn main() -> ExitCode {
     match &cli.command {
         // The agent logs what it does (info); one-shot commands only warn.
         Command::Agent(a) => init_logging(a.log_format == agent::LogFormat::Json, "info"),
-        Command::VolumePlugin(_) => init_logging(false, "info"),
+        Command::VolumePlugin(_) | Command::Controller(_) => init_logging(false, "info"),
         _ => init_logging(false, "warn"),
     }
     let result = match cli.command {
@@ -128,6 +135,8 @@ fn main() -> ExitCode {
             ..args
         }),
         Command::Client(cmd) => client::run(cmd),
+        Command::Cluster(args) => cmd_cluster::run(args),
+        Command::Controller(args) => cmd_controller::run(args),
         Command::VolumePlugin(args) => cmd_volume_plugin::run(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

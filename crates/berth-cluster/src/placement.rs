@@ -1,0 +1,271 @@
+//! Placement: which node a task goes to, as pure functions over a snapshot of the nodes
+//! ([`NodeLoad`]: capacity, what is reserved, which task groups run there). The controller builds
+//! the snapshot from etcd, calls [`place`] for each pending task in order and [`NodeLoad::reserve`]s
+//! what it placed, so one pass places many tasks without reading etcd again.
+//!
+//! As ECS's scheduler does (the ECS agent does not place; the control plane does):
+//! 1. candidates are the nodes that are not draining, that have the CPU units and memory the task
+//!    reserves (`RESOURCE:CPU`, `RESOURCE:MEMORY`), that every `memberOf` expression selects
+//!    (`MemberOf placement constraint unsatisfied`) and, with `distinctInstance`, that run no task
+//!    of the task's group (`DistinctInstance placement constraint unsatisfied`);
+//! 2. the strategies, in order, each keep the candidates it scores best, the next one breaking
+//!    ties: `spread` on `instanceId`/`host` or `attribute:<name>` keeps the nodes whose value has
+//!    the fewest tasks of the group (counted over all nodes; a node without the attribute counts
+//!    as one more value, "absent"); `binpack` on `memory` or `cpu` keeps the nodes with the least
+//!    of it left after placing; `random` keeps one node by a hash of the task id and node name;
+//! 3. among what remains, the first node by name (so a placement is reproducible).
+//!
+//! No strategy given: berth uses `spread(instanceId)` (ECS's console default for services ends
+//! with it too). When no node qualifies, the reason counts the nodes per exclusion, in ECS's words.
+
+use crate::expr::Expr;
+use crate::record::{Constraint, Resources, Strategy};
+use std::collections::BTreeMap;
+
+/// One node as placement sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeLoad {
+    pub name: String,
+    pub attributes: BTreeMap<String, String>,
+    pub capacity: Resources,
+    /// What the tasks placed on it reserve.
+    pub used: Resources,
+    /// Tasks per task group placed on it.
+    pub groups: BTreeMap<String, u64>,
+    /// Tasks placed on it (all groups).
+    pub tasks: u64,
+    pub draining: bool,
+}
+
+impl NodeLoad {
+    /// Records a task placed here: its reservation and its group.
+    pub fn reserve(&mut self, group: &str, demand: Resources) {
+        self.used = self.used.saturating_add(demand);
+        *self.groups.entry(group.to_owned()).or_default() += 1;
+        self.tasks += 1;
+    }
+
+    fn free(&self) -> Resources {
+        self.capacity.saturating_sub(self.used)
+    }
+}
+
+/// A constraint ready to evaluate (its expression parsed once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compiled {
+    MemberOf(Expr),
+    DistinctInstance,
+}
+
+/// Parses every `memberOf` expression; the error names `placementConstraints[i].expression`.
+pub fn compile(constraints: &[Constraint]) -> Result<Vec<Compiled>, String> {
+    constraints
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match c {
+            Constraint::MemberOf { expression } => Expr::parse(expression)
+                .map(Compiled::MemberOf)
+                .map_err(|e| format!("placementConstraints[{i}].expression: {e}")),
+            Constraint::DistinctInstance => Ok(Compiled::DistinctInstance),
+        })
+        .collect()
+}
+
+/// Checks each strategy's field; the error names `placementStrategy[i].field`.
+pub fn check_strategy(strategy: &[Strategy]) -> Result<(), String> {
+    for (i, s) in strategy.iter().enumerate() {
+        match s {
+            Strategy::Spread { field } => {
+                if !(field == "instanceId"
+                    || field == "host"
+                    || field
+                        .strip_prefix("attribute:")
+                        .is_some_and(|n| !n.is_empty()))
+                {
+                    return Err(format!(
+                        "placementStrategy[{i}].field: spread takes instanceId, host or attribute:<name>, not {field:?}"
+                    ));
+                }
+            }
+            Strategy::Binpack { field } => {
+                if field != "cpu" && field != "memory" {
+                    return Err(format!(
+                        "placementStrategy[{i}].field: binpack takes cpu or memory, not {field:?}"
+                    ));
+                }
+            }
+            Strategy::Random => {}
+        }
+    }
+    Ok(())
+}
+
+/// What is being placed.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub id: &'a str,
+    pub group: &'a str,
+    pub demand: Resources,
+    pub constraints: &'a [Compiled],
+    pub strategy: &'a [Strategy],
+}
+
+/// Why a node is not a candidate, in ECS's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Excluded {
+    Draining,
+    Cpu,
+    Memory,
+    MemberOf,
+    DistinctInstance,
+}
+
+impl Excluded {
+    fn words(self) -> &'static str {
+        match self {
+            Excluded::Draining => "DRAINING",
+            Excluded::Cpu => "RESOURCE:CPU",
+            Excluded::Memory => "RESOURCE:MEMORY",
+            Excluded::MemberOf => "MemberOf placement constraint unsatisfied",
+            Excluded::DistinctInstance => "DistinctInstance placement constraint unsatisfied",
+        }
+    }
+}
+
+fn exclusion(req: &Request<'_>, node: &NodeLoad) -> Option<Excluded> {
+    if node.draining {
+        return Some(Excluded::Draining);
+    }
+    let free = node.free();
+    if req.demand.cpu > free.cpu {
+        return Some(Excluded::Cpu);
+    }
+    if req.demand.memory_mib > free.memory_mib {
+        return Some(Excluded::Memory);
+    }
+    for c in req.constraints {
+        match c {
+            Compiled::MemberOf(e) if !e.matches(node) => return Some(Excluded::MemberOf),
+            Compiled::DistinctInstance if node.groups.get(req.group).copied().unwrap_or(0) > 0 => {
+                return Some(Excluded::DistinctInstance);
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether `node` could take the task (used by tests and by `berth cluster` to explain).
+pub fn fits(req: &Request<'_>, node: &NodeLoad) -> bool {
+    exclusion(req, node).is_none()
+}
+
+/// FNV-1a over the task id and node name: the `random` strategy's reproducible choice (a hash
+/// std does not promise to keep stable across releases would move tasks between builds).
+fn fnv(id: &str, node: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes().chain([0]).chain(node.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The spread value of a node for `field` (None: the attribute is absent).
+fn spread_value<'n>(field: &str, node: &'n NodeLoad) -> Option<&'n str> {
+    match field.strip_prefix("attribute:") {
+        Some(name) => node.attributes.get(name).map(String::as_str),
+        None => Some(node.name.as_str()),
+    }
+}
+
+/// The index in `nodes` of the node the task goes to, or the reason no node can take it.
+pub fn place(req: &Request<'_>, nodes: &[NodeLoad]) -> Result<usize, String> {
+    if nodes.is_empty() {
+        return Err("No Container Instances were found in your cluster.".to_owned());
+    }
+    let mut excluded: BTreeMap<Excluded, usize> = BTreeMap::new();
+    let mut candidates: Vec<usize> = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        match exclusion(req, node) {
+            None => candidates.push(i),
+            Some(why) => *excluded.entry(why).or_default() += 1,
+        }
+    }
+    if candidates.is_empty() {
+        let parts: Vec<String> = excluded
+            .iter()
+            .map(|(why, n)| {
+                format!(
+                    "{} ({n} node{})",
+                    why.words(),
+                    if *n == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        return Err(format!(
+            "no node met all of the task's requirements: {}",
+            parts.join(", ")
+        ));
+    }
+    let default = [Strategy::Spread {
+        field: "instanceId".to_owned(),
+    }];
+    let strategy = if req.strategy.is_empty() {
+        &default[..]
+    } else {
+        req.strategy
+    };
+    for s in strategy {
+        if candidates.len() == 1 {
+            break;
+        }
+        let score: Vec<u64> = match s {
+            Strategy::Spread { field } => {
+                let mut per_value: BTreeMap<Option<&str>, u64> = BTreeMap::new();
+                for node in nodes {
+                    *per_value.entry(spread_value(field, node)).or_default() +=
+                        node.groups.get(req.group).copied().unwrap_or(0);
+                }
+                candidates
+                    .iter()
+                    .map(|&i| {
+                        per_value
+                            .get(&spread_value(field, &nodes[i]))
+                            .copied()
+                            .unwrap_or(0)
+                    })
+                    .collect()
+            }
+            Strategy::Binpack { field } => candidates
+                .iter()
+                .map(|&i| {
+                    let left = nodes[i].free().saturating_sub(req.demand);
+                    if field == "cpu" {
+                        left.cpu
+                    } else {
+                        left.memory_mib
+                    }
+                })
+                .collect(),
+            Strategy::Random => candidates
+                .iter()
+                .map(|&i| fnv(req.id, &nodes[i].name))
+                .collect(),
+        };
+        let best = score.iter().copied().min().unwrap_or(0);
+        candidates = candidates
+            .iter()
+            .zip(&score)
+            .filter(|(_, s)| **s == best)
+            .map(|(&i, _)| i)
+            .collect();
+    }
+    candidates
+        .into_iter()
+        .min_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name))
+        .ok_or_else(|| "no candidate left".to_owned())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,402 @@
+//! `berth controller` and `berth cluster …` as processes, against a real 3-member etcd cluster of
+//! the test's own (`berth_testkit::etcd`). Nodes are registered by the test (the node agent is a
+//! later step), so what is checked is the control plane: placement through the controllers, the
+//! leader's loss, the CLI's output and its refusals. Run: `scripts/test -p berth --test cluster_cli`.
+
+use berth_cluster::record::{NodeRecord, Resources};
+use berth_cluster::store::Cluster;
+use berth_testkit::etcd::EtcdCluster;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BERTH: &str = env!("CARGO_BIN_EXE_berth");
+
+/// A `berth controller` process, killed on drop; its log in `log`.
+struct Controller {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Controller {
+    fn start(dir: &Path, name: &str, endpoints: &str) -> Controller {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(BERTH)
+            .args(["controller", "--etcd", endpoints, "--name", name])
+            .args(["--lease-ttl", "2s", "--interval", "200ms"])
+            .env("BERTH_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("spawn berth controller");
+        Controller { child, log }
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn leads(&self) -> bool {
+        self.log().contains("leading")
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn berth(args: &[&str]) -> Output {
+    Command::new(BERTH)
+        .args(args)
+        .env_remove("BERTH_CLUSTER")
+        .output()
+        .expect("run berth")
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "berth failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn submit(endpoints: &str, file: &Path, count: u32) -> Vec<String> {
+    let count = count.to_string();
+    let v = json_of(&berth(&[
+        "cluster",
+        "submit",
+        file.to_str().unwrap(),
+        "--count",
+        &count,
+        "--etcd",
+        endpoints,
+        "--output",
+        "json",
+    ]));
+    v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `berth cluster ps --output json`'s tasks.
+fn ps(endpoints: &str) -> Vec<serde_json::Value> {
+    json_of(&berth(&[
+        "cluster",
+        "ps",
+        "--etcd",
+        endpoints,
+        "--output",
+        "json",
+    ]))["tasks"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Waits until every task `ps` lists has a node; returns task id → node and the time it took.
+fn wait_placed(endpoints: &str, n: usize, limit: Duration) -> (BTreeMap<String, String>, Duration) {
+    let start = Instant::now();
+    loop {
+        let tasks = ps(endpoints);
+        let placed: BTreeMap<String, String> = tasks
+            .iter()
+            .filter_map(|t| {
+                Some((
+                    t["task"].as_str()?.to_owned(),
+                    t["node"].as_str()?.to_owned(),
+                ))
+            })
+            .collect();
+        if tasks.len() == n && placed.len() == n {
+            return (placed, start.elapsed());
+        }
+        assert!(
+            start.elapsed() < limit,
+            "not all {n} tasks placed within {limit:?}: {tasks:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn per_node(placed: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for node in placed.values() {
+        *out.entry(node.clone()).or_default() += 1;
+    }
+    out
+}
+
+#[test]
+fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() {
+    let etcd = EtcdCluster::start("cli", 3);
+    let endpoints = etcd.endpoints();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt
+        .block_on(Cluster::connect(&etcd.endpoint_list()))
+        .unwrap();
+    for name in ["n1", "n2", "n3"] {
+        rt.block_on(async {
+            let lease = cluster.grant(60).await.unwrap();
+            let mut attributes = BTreeMap::new();
+            attributes.insert("zone".to_owned(), format!("z-{name}"));
+            cluster
+                .put_node(&NodeRecord {
+                    name: name.to_owned(),
+                    capacity: Resources {
+                        cpu: 2048,
+                        memory_mib: 2048,
+                    },
+                    attributes,
+                    version: "test".to_owned(),
+                    registered_at_ms: 1,
+                    lease,
+                })
+                .await
+                .unwrap();
+        });
+    }
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","cpu":128,"memory":128}]}"#,
+    )
+    .unwrap();
+
+    let mut a = Some(Controller::start(dir.path(), "c1", &endpoints));
+    let b = Controller::start(dir.path(), "c2", &endpoints);
+    let ids = submit(&endpoints, &def, 6);
+    assert_eq!(ids.len(), 6);
+    let (placed, took) = wait_placed(&endpoints, 6, Duration::from_secs(15));
+    eprintln!("6 tasks placed in {took:?}");
+    assert_eq!(
+        per_node(&placed),
+        BTreeMap::from([("n1".into(), 2), ("n2".into(), 2), ("n3".into(), 2)])
+    );
+
+    // Exactly one leads.
+    let leading: Vec<bool> = [a.as_ref().unwrap().leads(), b.leads()].into();
+    assert_eq!(
+        leading.iter().filter(|l| **l).count(),
+        1,
+        "c1: {}\nc2: {}",
+        a.as_ref().unwrap().log(),
+        b.log()
+    );
+
+    // `berth cluster nodes` shows what is reserved where.
+    let nodes = json_of(&berth(&[
+        "cluster",
+        "nodes",
+        "--etcd",
+        &endpoints,
+        "--output",
+        "json",
+    ]));
+    for n in nodes["nodes"].as_array().unwrap() {
+        assert_eq!(n["tasks"], 2, "{n}");
+        assert_eq!(n["reserved"]["memoryMib"], 256, "{n}");
+        assert_eq!(n["status"], "ACTIVE");
+    }
+    let text = berth(&["cluster", "nodes", "--etcd", &endpoints]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("NODE"), "{text}");
+    assert!(
+        text.contains("256/2048") && text.contains("zone=z-n1"),
+        "{text}"
+    );
+
+    // kill -9 the leader: the other leads once the leader's lease (2 s) expires, and places.
+    let (mut leader, other) = if leading[0] {
+        (a.take().unwrap(), &b)
+    } else {
+        (b, a.as_ref().unwrap())
+    };
+    leader.child.kill().unwrap();
+    leader.child.wait().unwrap();
+    let killed = Instant::now();
+    submit(&endpoints, &def, 3);
+    let (placed, _) = wait_placed(&endpoints, 9, Duration::from_secs(15));
+    let took = killed.elapsed();
+    eprintln!("3 more placed {took:?} after the leader was killed");
+    assert!(took < Duration::from_secs(2 + 5), "took {took:?}");
+    assert!(other.leads(), "{}", other.log());
+    assert_eq!(
+        per_node(&placed).values().copied().collect::<Vec<_>>(),
+        [3, 3, 3]
+    );
+    // No task placed twice: one assignment per task, on the node the task names.
+    let mut assigned = BTreeMap::new();
+    for n in ["n1", "n2", "n3"] {
+        for asg in rt.block_on(cluster.assignments(n)).unwrap().0 {
+            assert!(
+                assigned.insert(asg.task.clone(), n.to_owned()).is_none(),
+                "{} twice",
+                asg.task
+            );
+        }
+    }
+    assert_eq!(assigned, placed);
+
+    // Drain: the node takes no new task; ps in text says where each task is.
+    let out = berth(&["cluster", "drain", "n1", "--etcd", &endpoints]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n1: DRAINING\n");
+    let new = submit(&endpoints, &def, 1);
+    let (placed, _) = wait_placed(&endpoints, 10, Duration::from_secs(10));
+    assert_ne!(placed[&new[0]], "n1");
+    let text = berth(&["cluster", "ps", "--etcd", &endpoints]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("TASK"), "{text}");
+    assert!(
+        text.contains(&new[0][..12]) && text.contains("web:0") && text.contains("PLACED"),
+        "{text}"
+    );
+
+    // Stop by prefix: desired STOPPED, its assignment gone, its reservation freed.
+    let out = berth(&["cluster", "stop", &new[0][..12], "--etcd", &endpoints]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{}: STOPPED\n", new[0]),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let node = placed[&new[0]].clone();
+    let left = rt.block_on(cluster.assignments(&node)).unwrap().0;
+    assert!(left.iter().all(|a| a.task != new[0]), "{left:?}");
+    let stopped = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == new[0].as_str())
+        .unwrap();
+    assert_eq!(stopped["desiredStatus"], "STOPPED");
+    assert_eq!(stopped["reason"], "Task stopped by user");
+    assert_eq!(stopped["lastStatus"], "STOPPED");
+    let nodes = json_of(&berth(&[
+        "cluster",
+        "nodes",
+        "--etcd",
+        &endpoints,
+        "--output",
+        "json",
+    ]));
+    let n = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == node.as_str())
+        .unwrap();
+    assert_eq!(n["tasks"], 3, "{n}");
+    let out = berth(&["cluster", "stop", "nosuchtask", "--etcd", &endpoints]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no task \"nosuchtask\" in the cluster"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_options_are_refused_with_their_name_and_a_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox"}]}"#,
+    )
+    .unwrap();
+    let file = def.to_str().unwrap();
+    let unreachable = "http://127.0.0.1:1";
+    for (args, wanted) in [
+        (
+            vec!["cluster", "ps", "--etcd", "127.0.0.1:2379"],
+            "--etcd: \"127.0.0.1:2379\" is not an etcd client URL",
+        ),
+        (
+            vec![
+                "cluster",
+                "submit",
+                file,
+                "--count",
+                "11",
+                "--etcd",
+                unreachable,
+            ],
+            "--count: 11 is out of range; start 1 to 10",
+        ),
+        (
+            vec![
+                "cluster",
+                "submit",
+                file,
+                "--placement-strategy",
+                r#"[{"type":"binpack","field":"disk"}]"#,
+                "--etcd",
+                unreachable,
+            ],
+            "placementStrategy[0].field: binpack takes cpu or memory, not \"disk\"",
+        ),
+        (
+            vec![
+                "cluster",
+                "submit",
+                file,
+                "--placement-constraints",
+                r#"[{"type":"memberOf","expression":"attribute:a =~ b"}]"#,
+                "--etcd",
+                unreachable,
+            ],
+            "placementConstraints[0].expression: at 12: =~ (pattern matching) is not supported",
+        ),
+        (
+            vec![
+                "cluster",
+                "submit",
+                file,
+                "--placement-constraints",
+                "{",
+                "--etcd",
+                unreachable,
+            ],
+            "--placement-constraints: ",
+        ),
+        (
+            vec!["cluster", "drain", "a/b", "--etcd", unreachable],
+            "node \"a/b\" contains '/'",
+        ),
+        (
+            vec![
+                "controller",
+                "--etcd",
+                unreachable,
+                "--lease-ttl",
+                "500ms",
+            ],
+            "--lease-ttl: 500ms is below 1s",
+        ),
+    ] {
+        let out = berth(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(wanted), "{args:?}: {err}");
+    }
+    // etcd not there: a clear error naming the endpoints, within the call timeout.
+    let start = Instant::now();
+    let out = berth(&["cluster", "nodes", "--etcd", unreachable]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("etcd at http://127.0.0.1:1"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}
