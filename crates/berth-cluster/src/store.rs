@@ -57,9 +57,7 @@ pub fn parse_endpoints(text: &str) -> Result<Vec<String>, String> {
             )
         })?;
         let (host, port) = rest.trim_end_matches('/').rsplit_once(':').ok_or_else(|| {
-            format!(
-                "--etcd: {part:?} has no port; write http://HOST:PORT (etcd's default is 2379)"
-            )
+            format!("--etcd: {part:?} has no port; write http://HOST:PORT (etcd's default is 2379)")
         })?;
         if host.is_empty() || port.parse::<u16>().is_err() {
             return Err(format!("--etcd: {part:?} is not http://HOST:PORT"));

@@ -46,15 +46,17 @@ fn script() -> impl Strategy<Value = Script> {
         prop::sample::select(vec![0u8, 0, 1, 3]),
     )
         .prop_map(
-            |(pull_ok, create_ok, start_ok, exit, health, restart, restart_ok, stop_failures)| Script {
-                pull_ok,
-                create_ok,
-                start_ok,
-                exit,
-                health,
-                restart,
-                restart_ok,
-                stop_failures,
+            |(pull_ok, create_ok, start_ok, exit, health, restart, restart_ok, stop_failures)| {
+                Script {
+                    pull_ok,
+                    create_ok,
+                    start_ok,
+                    exit,
+                    health,
+                    restart,
+                    restart_ok,
+                    stop_failures,
+                }
             },
         )
 }

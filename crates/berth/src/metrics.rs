@@ -343,7 +343,9 @@ impl TaskObserver {
                 m.container_restarts.inc();
             }
             // StopFailed: counted in berth_docker_errors_total by the engine.
-            Report::PullProgress { .. } | Report::ImageRemoved { .. } | Report::StopFailed { .. } => {}
+            Report::PullProgress { .. }
+            | Report::ImageRemoved { .. }
+            | Report::StopFailed { .. } => {}
         }
     }
 }

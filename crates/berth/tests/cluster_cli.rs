@@ -91,12 +91,7 @@ fn submit(endpoints: &str, file: &Path, count: u32) -> Vec<String> {
 /// `berth cluster ps --output json`'s tasks.
 fn ps(endpoints: &str) -> Vec<serde_json::Value> {
     json_of(&berth(&[
-        "cluster",
-        "ps",
-        "--etcd",
-        endpoints,
-        "--output",
-        "json",
+        "cluster", "ps", "--etcd", endpoints, "--output", "json",
     ]))["tasks"]
         .as_array()
         .unwrap()
@@ -196,12 +191,7 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
 
     // `berth cluster nodes` shows what is reserved where.
     let nodes = json_of(&berth(&[
-        "cluster",
-        "nodes",
-        "--etcd",
-        &endpoints,
-        "--output",
-        "json",
+        "cluster", "nodes", "--etcd", &endpoints, "--output", "json",
     ]));
     for n in nodes["nodes"].as_array().unwrap() {
         assert_eq!(n["tasks"], 2, "{n}");
@@ -281,12 +271,7 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
     assert_eq!(stopped["reason"], "Task stopped by user");
     assert_eq!(stopped["lastStatus"], "STOPPED");
     let nodes = json_of(&berth(&[
-        "cluster",
-        "nodes",
-        "--etcd",
-        &endpoints,
-        "--output",
-        "json",
+        "cluster", "nodes", "--etcd", &endpoints, "--output", "json",
     ]));
     let n = nodes["nodes"]
         .as_array()
@@ -373,13 +358,7 @@ fn bad_options_are_refused_with_their_name_and_a_fix() {
             "node \"a/b\" contains '/'",
         ),
         (
-            vec![
-                "controller",
-                "--etcd",
-                unreachable,
-                "--lease-ttl",
-                "500ms",
-            ],
+            vec!["controller", "--etcd", unreachable, "--lease-ttl", "500ms"],
             "--lease-ttl: 500ms is below 1s",
         ),
     ] {
