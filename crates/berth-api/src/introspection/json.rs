@@ -125,15 +125,8 @@ pub struct Network {
     pub ipv4_addresses: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Volume {
-    #[serde(rename = "DockerName", skip_serializing_if = "String::is_empty")]
-    pub docker_name: String,
-    #[serde(rename = "Source", skip_serializing_if = "String::is_empty")]
-    pub source: String,
-    #[serde(rename = "Destination", skip_serializing_if = "String::is_empty")]
-    pub destination: String,
-}
+/// A mount: the metadata endpoint's (ECS shares `VolumeResponse` between both APIs).
+pub use crate::metadata::json::Volume;
 
 /// A failed lookup: ECS's empty task object, plus `Error` saying why (ECS writes the reason only
 /// to its log; a client decoding the body as a task ignores the extra key).
@@ -250,18 +243,7 @@ pub fn container_response(
     } else {
         Vec::new()
     };
-    let volumes = details
-        .map(|d| {
-            d.mounts
-                .iter()
-                .map(|m| Volume {
-                    docker_name: m.name.clone().unwrap_or_default(),
-                    source: m.source.clone().unwrap_or_default(),
-                    destination: m.destination.clone(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let volumes = crate::metadata::json::volumes(details);
     ContainerResponse {
         docker_id: c.docker_id.clone().unwrap_or_default(),
         docker_name: c.docker_name.clone(),

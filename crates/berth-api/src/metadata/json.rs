@@ -123,7 +123,9 @@ pub struct HealthStatus {
     pub output: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A mount as ECS shows it (`VolumeResponse`), in the metadata endpoint and the introspection API
+/// alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Volume {
     #[serde(rename = "DockerName", skip_serializing_if = "String::is_empty")]
     pub docker_name: String,
@@ -382,18 +384,7 @@ fn own_container_response(
         }
     });
 
-    let volumes = details
-        .map(|d| {
-            d.mounts
-                .iter()
-                .map(|m| Volume {
-                    docker_name: m.name.clone().unwrap_or_default(),
-                    source: m.source.clone().unwrap_or_default(),
-                    destination: m.destination.clone(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let volumes = volumes(details);
 
     ContainerResponse {
         docker_id: c.docker_id.clone().unwrap_or_default(),
@@ -512,4 +503,20 @@ pub fn task_response(
             .collect(),
         fault_injection_enabled: (version == Version::V4).then_some(false),
     }
+}
+
+/// Every mount Docker reports for the container (none without details).
+pub fn volumes(details: Option<&ContainerDetails>) -> Vec<Volume> {
+    details
+        .map(|d| {
+            d.mounts
+                .iter()
+                .map(|m| Volume {
+                    docker_name: m.name.clone().unwrap_or_default(),
+                    source: m.source.clone().unwrap_or_default(),
+                    destination: m.destination.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
