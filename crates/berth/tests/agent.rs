@@ -4,7 +4,7 @@
 mod common;
 
 use berth_testkit::{FamilyGuard, family_containers, test_image, unique_name};
-use common::agent::{Agent, free_port};
+use common::agent::{Agent, Launch};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -115,14 +115,7 @@ fn a_crash_at_each_step_of_a_start_creates_nothing_twice() {
     // The agent aborts (like kill -9) exactly: after c2's name is stored and before its create,
     // right after its create, right after its start.
     for point in ["before-create", "after-create", "after-start"] {
-        let mut agent = Agent {
-            dir: tempfile::tempdir().expect("tmp"),
-            child: None,
-            cleanup_wait: "1h",
-            port: free_port(),
-            introspection_port: free_port(),
-        };
-        agent.restart_env(&[], &[("BERTH_FAILPOINT", &format!("{point}:c2"))]);
+        let mut agent = Agent::start_env("1h", &[("BERTH_FAILPOINT", &format!("{point}:c2"))]);
         let family = unique_name("agent-crash-");
         let _g = FamilyGuard(family.clone());
         let id = agent.submit(&chain(&family, 5));
@@ -341,13 +334,7 @@ impl Proxy {
 fn a_broken_docker_event_stream_is_resubscribed_and_nothing_is_lost_or_duplicated() {
     let dir = tempfile::tempdir().expect("tmp");
     let proxy = Proxy::start(dir.path());
-    let mut agent = Agent {
-        dir,
-        child: None,
-        cleanup_wait: "1h",
-        port: free_port(),
-        introspection_port: free_port(),
-    };
+    let mut agent = Agent::unstarted_in(dir, "1h", Launch::default());
     let host = format!("unix://{}", proxy.path.display());
     agent.restart_with(&["--docker-host", &host]);
     let family = unique_name("agent-events-");
@@ -872,17 +859,13 @@ fn berth_logs_says_when_docker_keeps_no_logs_and_when_it_reads_a_local_copy() {
     // driver accepts every line and Docker's dual-logging copy holds them all.
     let server = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
     let addr = format!("udp://{}", server.local_addr().expect("addr"));
-    let mut agent = Agent {
-        dir: tempfile::tempdir().expect("tmp"),
-        child: None,
-        cleanup_wait: "1h",
-        port: free_port(),
-        introspection_port: free_port(),
-    };
-    agent.restart_with(&[
-        "--available-log-drivers",
-        r#"["json-file","none","syslog"]"#,
-    ]);
+    let agent = Agent::start_with(
+        "1h",
+        &[
+            "--available-log-drivers",
+            r#"["json-file","none","syslog"]"#,
+        ],
+    );
     let family = unique_name("agent-nologs-");
     let _g = FamilyGuard(family.clone());
     let with_log = |name: &str, log: Value| {
@@ -1041,13 +1024,8 @@ fn a_bridge_listener_that_cannot_bind_is_a_warning_and_host_tasks_still_run() {
     // Someone else holds the agent's port on the bridge's gateway: its bridge listener cannot bind.
     let taken = std::net::TcpListener::bind((bridge_gateway(), 0)).expect("bind on the bridge");
     let port = taken.local_addr().expect("addr").port();
-    let mut agent = Agent {
-        dir,
-        child: None,
-        cleanup_wait: "1h",
-        port,
-        introspection_port: free_port(),
-    };
+    let mut agent = Agent::unstarted_in(dir, "1h", Launch::default());
+    agent.port = port;
     agent.restart();
     let log = agent.log();
     let warning = log

@@ -6,11 +6,13 @@
 //! `prlimit` once it has started: the server's own bounds, not a large limit, must protect it.
 //! The test process raises its own limit to hold the flood's sockets.
 
+mod common;
+
+use common::agent::{Agent, Introspection, Launch};
 use rustix::process::{Resource, Rlimit, getrlimit, prlimit, setrlimit};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -19,120 +21,77 @@ const AGENT_NOFILE: u64 = 1024;
 const FLOOD: usize = 5000;
 const HOLD: Duration = Duration::from_secs(4);
 
-struct Agent {
-    dir: tempfile::TempDir,
-    child: Child,
-    port: u16,
+/// An agent as this file has always started it: no `--cleanup-wait`, `--introspection-addr off`,
+/// no pull behaviour variable.
+fn start() -> Agent {
+    let launch = Launch {
+        cleanup_wait: false,
+        introspection: Introspection::Off,
+        prefer_cached: false,
+        ..Launch::default()
+    };
+    // The cleanup wait is not passed (`cleanup_wait: false`).
+    Agent::start_launch("", launch, &[], &[])
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+fn pid(agent: &Agent) -> rustix::process::Pid {
+    let raw = i32::try_from(child_id(agent)).expect("pid fits");
+    rustix::process::Pid::from_raw(raw).expect("pid is positive")
 }
 
-impl Agent {
-    fn start() -> Agent {
-        let dir = tempfile::tempdir().expect("tmp");
-        let port = free_port();
-        let log = std::fs::File::create(dir.path().join("agent.log")).expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(["agent", "--data-dir"])
-            .arg(dir.path())
-            .arg("--api-socket")
-            .arg(dir.path().join("api.sock"))
-            .args(["--metadata-addr", &format!("127.0.0.1:{port}")])
-            // Not ECS's port 51678: these tests do not read the introspection API.
-            .args(["--introspection-addr", "off"])
-            .env("BERTH_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("agent starts");
-        let a = Agent { dir, child, port };
-        let t = Instant::now();
-        while a.ps().0 != 0 {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "agent did not answer: {}",
-                a.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        a
-    }
+fn child_id(agent: &Agent) -> u32 {
+    agent.child.as_ref().expect("agent runs").id()
+}
 
-    fn pid(&self) -> rustix::process::Pid {
-        let raw = i32::try_from(self.child.id()).expect("pid fits");
-        rustix::process::Pid::from_raw(raw).expect("pid is positive")
-    }
+fn metadata(agent: &Agent) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], agent.port))
+}
 
-    fn metadata(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("api.sock")
-    }
-
-    /// `berth ps`: exit code (-1 if it did not answer within 5 s: killed), how long it took, its
-    /// stderr.
-    fn ps(&self) -> (i32, Duration, String) {
-        let t = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .arg("ps")
-            .arg("--agent")
-            .arg(self.socket())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("berth runs");
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
-                }
-                return (status.code().unwrap_or(-1), t.elapsed(), err);
+/// `berth ps`: exit code (-1 if it did not answer within 5 s: killed), how long it took, its
+/// stderr.
+fn ps(agent: &Agent) -> (i32, Duration, String) {
+    let t = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .arg("ps")
+        .arg("--agent")
+        .arg(agent.socket())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
             }
-            if t.elapsed() > Duration::from_secs(5) {
-                let _ = child.kill();
-                let _ = child.wait();
-                return (-1, t.elapsed(), "no answer within 5 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(10));
+            return (status.code().unwrap_or(-1), t.elapsed(), err);
         }
-    }
-
-    fn open_fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    }
-
-    /// VmRSS in KiB.
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        if t.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (-1, t.elapsed(), "no answer within 5 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn open_fds(agent: &Agent) -> usize {
+    std::fs::read_dir(format!("/proc/{}/fd", child_id(agent)))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// VmRSS in KiB.
+fn rss_kib(agent: &Agent) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child_id(agent))).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Enough descriptors in this process for the flood's sockets.
@@ -178,9 +137,9 @@ fn flood(addr: SocketAddr, done: Arc<AtomicBool>, connected: Arc<AtomicUsize>) {
 #[test]
 fn a_flood_of_half_sent_requests_on_the_metadata_port_never_starves_the_control_api() {
     raise_own_fd_limit();
-    let agent = Agent::start();
+    let agent = start();
     prlimit(
-        Some(agent.pid()),
+        Some(pid(&agent)),
         Resource::Nofile,
         Rlimit {
             current: Some(AGENT_NOFILE),
@@ -188,16 +147,16 @@ fn a_flood_of_half_sent_requests_on_the_metadata_port_never_starves_the_control_
         },
     )
     .expect("set the agent's descriptor limit");
-    let rss_before = agent.rss_kib();
+    let rss_before = rss_kib(&agent);
     let done = Arc::new(AtomicBool::new(false));
     let connected = Arc::new(AtomicUsize::new(0));
     let flooder = {
-        let (addr, done, connected) = (agent.metadata(), done.clone(), connected.clone());
+        let (addr, done, connected) = (metadata(&agent), done.clone(), connected.clone());
         std::thread::spawn(move || flood(addr, done, connected))
     };
     let (mut slowest, mut answered, mut peak_fds, mut peak_rss) = (Duration::ZERO, 0, 0, 0);
     while !done.load(Ordering::SeqCst) {
-        let (code, took, err) = agent.ps();
+        let (code, took, err) = ps(&agent);
         assert_eq!(
             code,
             0,
@@ -210,8 +169,8 @@ fn a_flood_of_half_sent_requests_on_the_metadata_port_never_starves_the_control_
         );
         slowest = slowest.max(took);
         answered += 1;
-        peak_fds = peak_fds.max(agent.open_fds());
-        peak_rss = peak_rss.max(agent.rss_kib());
+        peak_fds = peak_fds.max(open_fds(&agent));
+        peak_rss = peak_rss.max(rss_kib(&agent));
         std::thread::sleep(Duration::from_millis(100));
     }
     flooder.join().expect("the flood thread ends");
@@ -235,7 +194,7 @@ fn a_flood_of_half_sent_requests_on_the_metadata_port_never_starves_the_control_
     // Memory comes back: below 100 MiB within 10 s.
     let t = Instant::now();
     loop {
-        let rss = agent.rss_kib();
+        let rss = rss_kib(&agent);
         if rss < 100 * 1024 {
             break;
         }
@@ -248,7 +207,7 @@ fn a_flood_of_half_sent_requests_on_the_metadata_port_never_starves_the_control_
     // The metadata port serves again once the flood is gone.
     let t = Instant::now();
     let answer = loop {
-        let mut s = TcpStream::connect(agent.metadata()).expect("connect");
+        let mut s = TcpStream::connect(metadata(&agent)).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(2)))
             .expect("timeout");
         let _ = s.write_all(b"GET /v4/unknown HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n");
@@ -264,8 +223,8 @@ fn a_flood_of_half_sent_requests_on_the_metadata_port_never_starves_the_control_
 
 #[test]
 fn a_connection_that_sends_its_head_too_slowly_is_closed_after_the_header_timeout() {
-    let agent = Agent::start();
-    let mut s = TcpStream::connect(agent.metadata()).expect("connect");
+    let agent = start();
+    let mut s = TcpStream::connect(metadata(&agent)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(15)))
         .expect("timeout");
     let t = Instant::now();

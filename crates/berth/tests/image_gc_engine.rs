@@ -19,71 +19,50 @@
 //! on failure, by the guard), and the agents never remove anything else: they only remove images
 //! their own tasks used, and the test images are on the exclusion list besides.
 
+mod common;
+
 use berth_testkit::{FamilyGuard, docker_cli, registry, test_image, test_image_alt, unique_name};
+use common::agent::{Agent, Introspection, Launch};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Agent {
-    dir: PathBuf,
-    child: Option<Child>,
+/// The shared agent harness on a given data directory (two agents in turn on one), launched as
+/// this file has always done (no `--introspection-addr`, the pull behaviour from the test's
+/// variables), with a recorder of its events and a SIGTERM when dropped.
+struct GcAgent {
+    agent: Agent,
     events: Option<Child>,
-    port: u16,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+impl std::ops::Deref for GcAgent {
+    type Target = Agent;
+    fn deref(&self) -> &Agent {
+        &self.agent
+    }
 }
 
-impl Agent {
-    fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Agent {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("agent.log"))
-            .expect("log");
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(["agent", "--cleanup-wait", "1h", "--data-dir"])
-            .arg(dir)
-            .arg("--api-socket")
-            .arg(dir.join("api.sock"))
-            .args(["--metadata-addr", &format!("127.0.0.1:{port}")])
-            .args(args)
-            .envs(env.iter().copied())
-            .env("BERTH_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("agent starts");
-        let a = Agent {
-            dir: dir.to_path_buf(),
-            child: Some(child),
-            events: None,
-            port,
+impl GcAgent {
+    fn start(data: &Path, args: &[&str], env: &[(&str, &str)]) -> GcAgent {
+        let launch = Launch {
+            introspection: Introspection::Unset,
+            prefer_cached: false,
+            data_dir: Some(data.to_path_buf()),
+            ..Launch::default()
         };
-        let t = Instant::now();
-        while a.cli(&["ps"]).0 != 0 {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "agent did not answer: {}",
-                a.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        GcAgent {
+            agent: Agent::start_launch("1h", launch, args, env),
+            events: None,
         }
-        a
     }
 
     /// Follow the agent's events into `events.jsonl`.
     fn record_events(&mut self) {
-        let out = std::fs::File::create(self.dir.join("events.jsonl")).expect("events file");
+        let out = std::fs::File::create(self.dir.path().join("events.jsonl")).expect("events file");
         let child = Command::new(env!("CARGO_BIN_EXE_berth"))
             .args(["events", "--agent"])
-            .arg(self.dir.join("api.sock"))
+            .arg(self.socket())
             .stdout(out)
             .stderr(Stdio::null())
             .spawn()
@@ -92,7 +71,7 @@ impl Agent {
     }
 
     fn removals(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("events.jsonl"))
+        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -100,8 +79,9 @@ impl Agent {
             .collect()
     }
 
+    /// SIGTERM the event recorder and the agent; each gets 30 s before a SIGKILL.
     fn stop(&mut self) {
-        for c in [self.events.take(), self.child.take()]
+        for c in [self.events.take(), self.agent.child.take()]
             .into_iter()
             .flatten()
         {
@@ -117,55 +97,15 @@ impl Agent {
         }
     }
 
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
-    }
-
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(args)
-            .arg("--agent")
-            .arg(self.dir.join("api.sock"))
-            .output()
-            .expect("berth runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
     fn submit(&self, family: &str, image: &str, script: &str) -> String {
         let def = json!({"family": family, "containerDefinitions": [{
             "name": "a", "image": image, "command": ["sh", "-c", script],
             "stopTimeout": 1, "dockerLabels": {"berth.test": "1"}}]});
-        let file = self.dir.join(format!("{}.json", unique_name("t-")));
+        let file = self.dir.path().join(format!("{}.json", unique_name("t-")));
         std::fs::write(&file, def.to_string()).expect("write");
         let (code, out, err) = self.cli(&["submit", file.to_str().expect("utf-8")]);
         assert_eq!(code, 0, "{err}\n{}", self.log());
         out.trim().to_string()
-    }
-
-    fn task(&self, id: &str) -> Value {
-        let (code, out, err) = self.cli(&["inspect", "--output", "json", id]);
-        assert_eq!(code, 0, "{err}");
-        serde_json::from_str(&out).expect("JSON")
-    }
-
-    fn wait_for(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let t = Instant::now();
-        loop {
-            let v = self.task(id);
-            if pred(&v) {
-                return v;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "task {id} never {what}: {v}\nlog: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
     }
 
     /// Run a task that exits at once with `image` and wait until it has stopped with exit 0;
@@ -198,19 +138,9 @@ impl Agent {
         assert_eq!(code, 0, "{err}");
         serde_json::from_str(&out).expect("JSON")
     }
-
-    fn metrics(&self) -> String {
-        use std::io::{Read as _, Write as _};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("/metrics");
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: berth\r\n\r\n")
-            .expect("request");
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out
-    }
 }
 
-impl Drop for Agent {
+impl Drop for GcAgent {
     fn drop(&mut self) {
         self.stop();
     }
@@ -364,7 +294,7 @@ fn the_cycle_removes_only_candidates_lru_first_at_most_n_per_cycle() {
     let data = work.path().join("data");
     std::fs::create_dir_all(&data).expect("data dir");
     {
-        let mut one = Agent::start(
+        let mut one = GcAgent::start(
             &data,
             &[],
             &[("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")],
@@ -389,7 +319,7 @@ fn the_cycle_removes_only_candidates_lru_first_at_most_n_per_cycle() {
     ];
     flags.extend(gc_flags(&name("x")));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let mut two = Agent::start(&data, &flags, &[("BERTH_IMAGE_PULL_BEHAVIOR", "default")]);
+    let mut two = GcAgent::start(&data, &flags, &[("BERTH_IMAGE_PULL_BEHAVIOR", "default")]);
     two.record_events();
     let started = Instant::now();
 
@@ -548,7 +478,7 @@ fn disk_pressure_removes_lru_until_below_the_low_threshold_and_prune_dry_run_lis
     flags.extend(gc_flags("none:none"));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let usage_env = usage.to_str().expect("utf-8");
-    let mut agent = Agent::start(
+    let mut agent = GcAgent::start(
         &data,
         &flags,
         &[

@@ -5,12 +5,14 @@
 //! `rm` while a volume call or a pull hangs ends the task at once, with nothing created and the
 //! hung call dropped.
 
+mod common;
+
 use berth_testkit::berth_run::{BerthRun, test_container};
 use berth_testkit::engine_proxy::{EngineProxy, Fault, Rule};
 use berth_testkit::{VolumeGuard, docker_cli, unique_name};
+use common::agent::{Agent, Introspection, Launch};
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BERTH: &str = env!("CARGO_BIN_EXE_berth");
@@ -233,120 +235,37 @@ fn sigint_to_berth_run_while_a_volume_call_hangs_ends_the_run_at_once() {
     );
 }
 
-/// A minimal `berth agent` in a temporary directory (the agent suites' harness, reduced to what
-/// these tests use).
-struct Agent {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-    port: u16,
+/// An agent as this file has always started it: no `--introspection-addr`, no pull behaviour
+/// variable (the tests pass `--pull-behavior`), with these extra arguments.
+fn start(extra: &[&str]) -> Agent {
+    let launch = Launch {
+        introspection: Introspection::Unset,
+        prefer_cached: false,
+        ..Launch::default()
+    };
+    Agent::start_launch("1h", launch, extra, &[])
 }
 
-impl Agent {
-    fn start(extra: &[&str]) -> Agent {
-        let dir = tempfile::tempdir().expect("tmp");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let log = std::fs::File::create(dir.path().join("agent.log")).expect("log");
-        let child = Command::new(BERTH)
-            .args(["agent", "--cleanup-wait", "1h", "--data-dir"])
-            .arg(dir.path())
-            .arg("--api-socket")
-            .arg(dir.path().join("api.sock"))
-            .args(["--metadata-addr", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .env("BERTH_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("agent starts");
-        let a = Agent {
-            dir,
-            child: Some(child),
-            port,
-        };
-        let t = Instant::now();
-        while a.cli(&["ps"]).0 != 0 {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "agent did not answer: {}",
-                a.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        a
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
-    }
-
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(BERTH)
-            .args(args)
-            .arg("--agent")
-            .arg(self.dir.path().join("api.sock"))
-            .output()
-            .expect("berth runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn submit(&self, def: &Value) -> String {
-        let file: PathBuf = self.dir.path().join(format!("{}.json", unique_name("t-")));
-        std::fs::write(&file, def.to_string()).expect("write");
-        let (code, out, err) = self.cli(&["submit", file.to_str().expect("utf-8")]);
-        assert_eq!(code, 0, "{err}");
-        out.trim().to_string()
-    }
-
-    /// The task as `berth inspect` shows it; None once the agent no longer lists it.
-    fn task(&self, id: &str) -> Option<Value> {
-        let (code, out, _) = self.cli(&["inspect", "--output", "json", id]);
-        (code == 0).then(|| serde_json::from_str(&out).expect("JSON"))
-    }
-
-    /// Wait until the task is STOPPED; returns it and how long that took.
-    fn wait_stopped(&self, id: &str, limit: Duration) -> (Value, Duration) {
-        let t = Instant::now();
-        loop {
-            let v = self.task(id).expect("the task is listed");
-            if v["known"] == "STOPPED" {
-                return (v, t.elapsed());
-            }
-            assert!(
-                t.elapsed() < limit,
-                "task {id} not STOPPED within {limit:?}: {v}\nlog: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn metrics(&self) -> String {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .expect("write");
-        let mut out = String::new();
-        s.read_to_string(&mut out).expect("read");
-        out
-    }
+/// The task as `berth inspect` shows it; None once the agent no longer lists it.
+fn listed(agent: &Agent, id: &str) -> Option<Value> {
+    let (code, out, _) = agent.cli(&["inspect", "--output", "json", id]);
+    (code == 0).then(|| serde_json::from_str(&out).expect("JSON"))
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+/// Wait until the task is STOPPED; returns it and how long that took.
+fn wait_stopped(agent: &Agent, id: &str, limit: Duration) -> (Value, Duration) {
+    let t = Instant::now();
+    loop {
+        let v = listed(agent, id).expect("the task is listed");
+        if v["known"] == "STOPPED" {
+            return (v, t.elapsed());
         }
+        assert!(
+            t.elapsed() < limit,
+            "task {id} not STOPPED within {limit:?}: {v}\nlog: {}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -354,7 +273,7 @@ impl Drop for Agent {
 fn stop_and_rm_while_a_volume_call_hangs_end_the_task_at_once_with_nothing_created() {
     let dir = tempfile::tempdir().expect("tmp");
     let proxy = EngineProxy::start(dir.path());
-    let agent = Agent::start(&[
+    let agent = start(&[
         "--docker-host",
         &proxy.url(),
         "--pull-behavior",
@@ -381,7 +300,7 @@ fn stop_and_rm_while_a_volume_call_hangs_end_the_task_at_once_with_nothing_creat
         let (code, _, err) = agent.cli(&[verb, &id]);
         assert_eq!(code, 0, "{verb}: {err}");
         if verb == "stop" {
-            let (task, took) = agent.wait_stopped(&id, Duration::from_secs(5));
+            let (task, took) = wait_stopped(&agent, &id, Duration::from_secs(5));
             assert!(
                 took < Duration::from_secs(2),
                 "stopped after {took:?}, not at once: {task}"
@@ -396,11 +315,11 @@ fn stop_and_rm_while_a_volume_call_hangs_end_the_task_at_once_with_nothing_creat
             );
         } else {
             // rm: stopped and cleaned up at once, so the agent forgets it.
-            while agent.task(&id).is_some() {
+            while listed(&agent, &id).is_some() {
                 assert!(
                     t.elapsed() < Duration::from_secs(3),
                     "rm did not end the task at once: {:?}\n{}",
-                    agent.task(&id),
+                    listed(&agent, &id),
                     agent.log()
                 );
                 std::thread::sleep(Duration::from_millis(50));
@@ -441,7 +360,7 @@ fn stop_while_a_pull_hangs_ends_the_task_at_once_and_drops_the_pull() {
     // The pull never answers (a registry or Engine that does not progress); the pull inactivity
     // limit (1 min) is far away.
     proxy.add_rule(Rule::new("POST", "/images/create", Fault::Hang));
-    let agent = Agent::start(&["--docker-host", &proxy.url(), "--pull-behavior", "always"]);
+    let agent = start(&["--docker-host", &proxy.url(), "--pull-behavior", "always"]);
     let def = json!({"family": unique_name("inflight-pull"),
                      "containerDefinitions": [test_container("app", "sleep 30")]});
     let id = agent.submit(&def);
@@ -449,7 +368,7 @@ fn stop_while_a_pull_hangs_ends_the_task_at_once_and_drops_the_pull() {
     let released = proxy.released();
     let (code, _, err) = agent.cli(&["stop", &id]);
     assert_eq!(code, 0, "{err}");
-    let (task, took) = agent.wait_stopped(&id, Duration::from_secs(5));
+    let (task, took) = wait_stopped(&agent, &id, Duration::from_secs(5));
     assert!(
         took < Duration::from_secs(2),
         "stopped after {took:?}: {task}"
@@ -492,7 +411,7 @@ fn the_agent_counts_a_volume_call_past_its_limit_and_names_it_in_the_reason() {
         &format!("/volumes/{volume}"),
         Fault::Delay(Duration::from_secs(3)),
     ));
-    let agent = Agent::start(&[
+    let agent = start(&[
         "--docker-host",
         &proxy.url(),
         "--pull-behavior",
@@ -505,7 +424,7 @@ fn the_agent_counts_a_volume_call_past_its_limit_and_names_it_in_the_reason() {
         &volume,
         "true",
     ));
-    let (task, _) = agent.wait_stopped(&id, Duration::from_secs(20));
+    let (task, _) = wait_stopped(&agent, &id, Duration::from_secs(20));
     let reason = task["stoppedReason"].as_str().expect("a reason");
     assert!(
         reason.starts_with(&format!(

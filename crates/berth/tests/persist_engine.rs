@@ -9,109 +9,60 @@
 //! as its child there. `chattr +i` is not tried: tmpfs has no immutable flag (FS_IOC_SETFLAGS
 //! fails with ENOTTY there); the store's reopen treats the EPERM it would give like any I/O error.
 
+mod common;
+
 use berth_testkit::{FamilyGuard, family_containers, ns_test, test_image, unique_name};
+use common::agent::{Introspection, Launch};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
 
+/// The shared agent harness with its data directory on a small tmpfs (its socket and log stay
+/// off it), launched as this file has always done: `--cleanup-wait 1s`, `--introspection-addr off`
+/// (not ECS's port 51678: these tests do not read the introspection API).
 struct Agent {
+    // Dropped first: the agent is killed before its tmpfs is detached.
+    agent: common::agent::Agent,
     scratch: berth_testkit::mount::Scratch,
-    child: Option<Child>,
-    port: u16,
+}
+
+impl std::ops::Deref for Agent {
+    type Target = common::agent::Agent;
+    fn deref(&self) -> &common::agent::Agent {
+        &self.agent
+    }
+}
+
+impl std::ops::DerefMut for Agent {
+    fn deref_mut(&mut self) -> &mut common::agent::Agent {
+        &mut self.agent
+    }
 }
 
 impl Agent {
-    /// An agent whose data directory is a fresh 8 MiB tmpfs; its socket and log live beside it.
+    /// An agent whose data directory is a fresh 8 MiB tmpfs.
     fn start() -> Agent {
         let scratch = berth_testkit::mount::Scratch::with_prefix("berth-persist-test.");
         let data = scratch.join("data");
         std::fs::create_dir(&data).expect("data dir");
         berth_testkit::mount::tmpfs("berth-test-persist", &data, c"size=8m");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let mut a = Agent {
-            scratch,
-            child: None,
-            port,
+        let launch = Launch {
+            introspection: Introspection::Off,
+            data_dir: Some(data),
+            ..Launch::default()
         };
-        a.restart();
-        a
-    }
-
-    fn data(&self) -> PathBuf {
-        self.scratch.join("data")
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.scratch.join("api.sock")
-    }
-
-    fn restart(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.scratch.join("agent.log"))
-            .expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(["agent", "--cleanup-wait", "1s", "--data-dir"])
-            .arg(self.data())
-            .arg("--api-socket")
-            .arg(self.socket())
-            .args(["--metadata-addr", &format!("127.0.0.1:{}", self.port)])
-            // Not ECS's port 51678: these tests do not read the introspection API.
-            .args(["--introspection-addr", "off"])
-            .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
-            .env("BERTH_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("agent starts");
-        self.child = Some(child);
-        let t = Instant::now();
-        while self.cli(&["ps"]).0 != 0 {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "agent did not answer: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        Agent {
+            agent: common::agent::Agent::start_launch("1s", launch, &[], &[]),
+            scratch,
         }
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.scratch.join("agent.log")).unwrap_or_default()
-    }
-
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(args)
-            .arg("--agent")
-            .arg(self.socket())
-            .output()
-            .expect("berth runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
     }
 
     /// Submit; (exit code, stdout, stderr).
     fn try_submit(&self, def: &Value) -> (i32, String, String) {
-        let file = self.scratch.join(format!("{}.json", unique_name("t-")));
+        let file = self.dir.path().join(format!("{}.json", unique_name("t-")));
         std::fs::write(&file, def.to_string()).expect("write");
         self.cli(&["submit", file.to_str().expect("utf-8")])
     }
@@ -120,28 +71,6 @@ impl Agent {
         let (code, out, err) = self.try_submit(def);
         assert_eq!(code, 0, "{err}\n{}", self.log());
         out.trim().to_string()
-    }
-
-    fn task(&self, id: &str) -> Value {
-        let (code, out, err) = self.cli(&["inspect", "--output", "json", id]);
-        assert_eq!(code, 0, "{err}");
-        serde_json::from_str(&out).expect("JSON")
-    }
-
-    fn wait_for(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let t = Instant::now();
-        loop {
-            let v = self.task(id);
-            if pred(&v) {
-                return v;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "task {id} never {what}: {v}\nlog: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
     }
 
     /// `GET /v1/health`: (HTTP status, body).
@@ -217,12 +146,6 @@ impl Agent {
 
     fn free(&self) {
         std::fs::remove_file(self.scratch.join("data/filler")).expect("free space");
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.kill9();
     }
 }
 

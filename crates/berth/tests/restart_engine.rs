@@ -5,13 +5,13 @@
 //! running. An ignored exit code and an exit before the period are not restarted; a stop during a
 //! restart wins; a kill -9 between the exit and the restart, or while the container exits, ends in
 //! exactly one restart.
-//!
-//! The agent harness is this file's own (the one in `agent.rs` is private to that test target).
+
+mod common;
 
 use berth_testkit::{FamilyGuard, docker_cli, family_containers, test_image, unique_name};
+use common::agent::{Agent, Introspection, Launch};
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The shortened attempt period, in milliseconds.
@@ -29,161 +29,18 @@ if [ -f /tmp/ran ]; then
 fi
 touch /tmp/ran; sleep 2.5; exit 1";
 
-struct Agent {
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-    port: u16,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-impl Agent {
-    fn start(env: &[(&str, &str)]) -> Agent {
-        let mut a = Agent {
-            dir: tempfile::tempdir().expect("tmp"),
-            child: None,
-            port: free_port(),
-        };
-        a.restart(env);
-        a
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("api.sock")
-    }
-
-    /// Start the agent (again) on the same data directory, with these extra variables.
-    fn restart(&mut self, env: &[(&str, &str)]) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("agent.log"))
-            .expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(["agent", "--cleanup-wait", "1h", "--data-dir"])
-            .arg(self.dir.path())
-            .arg("--api-socket")
-            .arg(self.socket())
-            .args(["--metadata-addr", &format!("127.0.0.1:{}", self.port)])
-            .env("BERTH_TEST_RESTART_ATTEMPT_PERIOD_MS", PERIOD_MS)
-            .envs(env.iter().copied())
-            .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
-            .env("BERTH_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("agent starts");
-        self.child = Some(child);
-        let t = Instant::now();
-        while self.cli(&["ps"]).0 != 0 {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "agent did not answer: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Wait until the agent process ended on its own (a failpoint aborted it).
-    fn wait_aborted(&mut self, what: &str) {
-        let t = Instant::now();
-        let child = self.child.as_mut().expect("agent runs");
-        while child.try_wait().expect("wait").is_none() {
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "the agent never reached {what}: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.child = None;
-        assert!(
-            self.log().contains(&format!("failpoint {what} reached")),
-            "aborted at the failpoint: {}",
-            self.log()
-        );
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
-    }
-
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(args)
-            .arg("--agent")
-            .arg(self.socket())
-            .output()
-            .expect("berth runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn submit(&self, def: &Value) -> String {
-        let file = self.dir.path().join(format!("{}.json", unique_name("t-")));
-        std::fs::write(&file, def.to_string()).expect("write");
-        let (code, out, err) = self.cli(&["submit", file.to_str().expect("utf-8")]);
-        assert_eq!(code, 0, "{err}");
-        out.trim().to_string()
-    }
-
-    fn task(&self, id: &str) -> Value {
-        let (code, out, err) = self.cli(&["inspect", "--output", "json", id]);
-        assert_eq!(code, 0, "{err}");
-        serde_json::from_str(&out).expect("JSON")
-    }
-
-    fn wait_for(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let t = Instant::now();
-        loop {
-            let v = self.task(id);
-            if pred(&v) {
-                return v;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "task {id} never {what}: {v}\nlog: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn logs(&self, id: &str, container: &str) -> String {
-        self.cli(&["logs", id, container]).1
-    }
-
-    fn metrics(&self) -> String {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .expect("send");
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.kill9();
-    }
+/// An agent (with the shortened attempt period and these extra variables) as this file has always
+/// started it: no `--introspection-addr`.
+fn start(env: &[(&str, &str)]) -> Agent {
+    let launch = Launch {
+        introspection: Introspection::Unset,
+        env: vec![(
+            "BERTH_TEST_RESTART_ATTEMPT_PERIOD_MS".into(),
+            PERIOD_MS.into(),
+        )],
+        ..Launch::default()
+    };
+    Agent::start_launch("1h", launch, &[], env)
 }
 
 fn container(name: &str, script: &str) -> Value {
@@ -238,7 +95,7 @@ fn exit_once_task(family: &str) -> Value {
 
 #[test]
 fn an_exit_after_the_period_restarts_the_same_container_and_the_task_keeps_running() {
-    let agent = Agent::start(&[]);
+    let agent = start(&[]);
     let family = unique_name("restart-");
     let _g = FamilyGuard(family.clone());
     // Follow the agent's event stream from before the submit.
@@ -350,7 +207,7 @@ fn an_exit_after_the_period_restarts_the_same_container_and_the_task_keeps_runni
 
 #[test]
 fn an_ignored_exit_code_and_an_exit_before_the_period_are_not_restarted() {
-    let agent = Agent::start(&[]);
+    let agent = start(&[]);
     let ignored_family = unique_name("restart-ignored-");
     let early_family = unique_name("restart-early-");
     let _g1 = FamilyGuard(ignored_family.clone());
@@ -390,7 +247,7 @@ fn an_ignored_exit_code_and_an_exit_before_the_period_are_not_restarted() {
 fn a_stop_during_a_restart_wins() {
     // The restart's `docker start` is held 3 s after the restart is decided and saved: the stop
     // comes meanwhile.
-    let agent = Agent::start(&[("BERTH_FAILPOINT_DELAY", "before-restart:web:3000")]);
+    let agent = start(&[("BERTH_FAILPOINT_DELAY", "before-restart:web:3000")]);
     let family = unique_name("restart-stop-");
     let _g = FamilyGuard(family.clone());
     let id = agent.submit(&exit_once_task(&family));
@@ -415,7 +272,7 @@ fn a_stop_during_a_restart_wins() {
 
 #[test]
 fn kill_9_between_the_exit_and_the_restart_then_restart_gives_exactly_one_restart() {
-    let mut agent = Agent::start(&[("BERTH_FAILPOINT", "before-restart:web")]);
+    let mut agent = start(&[("BERTH_FAILPOINT", "before-restart:web")]);
     let family = unique_name("restart-crash-");
     let _g = FamilyGuard(family.clone());
     let id = agent.submit(&exit_once_task(&family));
@@ -430,7 +287,7 @@ fn kill_9_between_the_exit_and_the_restart_then_restart_gives_exactly_one_restar
     let (running, started_before) = docker_state(&web_id);
     assert!(!running, "it exited; nothing restarted it yet");
 
-    agent.restart(&[]);
+    agent.restart();
     let v = agent.wait_for(&id, "restarted after the agent's restart", |v| {
         restarts(v) == 1 && web(v)["known"] == "RUNNING" && docker_state(&web_id).0
     });
@@ -455,7 +312,7 @@ fn kill_9_between_the_exit_and_the_restart_then_restart_gives_exactly_one_restar
 
 #[test]
 fn a_container_that_exits_while_the_agent_is_down_is_judged_on_adoption() {
-    let mut agent = Agent::start(&[]);
+    let mut agent = start(&[]);
     let family = unique_name("restart-down-");
     let _g = FamilyGuard(family.clone());
     let id = agent.submit(&exit_once_task(&family));
@@ -468,7 +325,7 @@ fn a_container_that_exits_while_the_agent_is_down_is_judged_on_adoption() {
         assert!(t.elapsed() < Duration::from_secs(20), "web never exited");
         std::thread::sleep(Duration::from_millis(100));
     }
-    agent.restart(&[]);
+    agent.restart();
     let v = agent.wait_for(&id, "restarted on adoption", |v| {
         restarts(v) == 1 && docker_state(&docker_id).0
     });

@@ -6,12 +6,15 @@
 //!
 //! Run only through `scripts/test -p berth --test secrets_engine` (it sets up the test image).
 
+mod common;
+
 use berth_testkit::berth_run::{BerthRun, RunOutput, test_container};
 use berth_testkit::{FamilyGuard, docker_cli, family_containers, unique_name};
+use common::agent::{Agent, Introspection, Launch};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The secret values: distinctive, so a grep finds nothing else.
@@ -211,43 +214,6 @@ fn a_secrets_directory_others_can_read_gets_a_warning() {
     );
 }
 
-/// An agent of this test's own, with a secrets directory.
-struct Agent {
-    dir: PathBuf,
-    child: Child,
-}
-
-impl Agent {
-    fn socket(&self) -> PathBuf {
-        self.dir.join("api.sock")
-    }
-
-    fn cli(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(args)
-            .arg("--agent")
-            .arg(self.socket())
-            .output()
-            .expect("berth runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn no_secret_value_in_the_store_log_events_inspect_or_metadata() {
     let family = unique_name("berth-secrets-grep-");
@@ -256,38 +222,18 @@ fn no_secret_value_in_the_store_log_events_inspect_or_metadata() {
     let secrets = secrets_dir(root.path());
     let out_dir = root.path().join("out");
     std::fs::create_dir(&out_dir).expect("mkdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let data = root.path().join("data");
-    std::fs::create_dir(&data).expect("mkdir");
-    let log = std::fs::File::create(data.join("agent.log")).expect("log");
-    let child = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["agent", "--cleanup-wait", "1h", "--data-dir"])
-        .arg(&data)
-        .arg("--api-socket")
-        .arg(data.join("api.sock"))
-        .args(["--metadata-addr", &format!("127.0.0.1:{port}")])
-        // Not ECS's port 51678: these tests do not read the introspection API.
-        .args(["--introspection-addr", "off"])
-        .arg("--secrets-dir")
-        .arg(&secrets)
-        .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
-        .env("BERTH_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("agent starts");
-    let agent = Agent {
-        dir: data.clone(),
-        child,
+    // The shared harness, launched as this test always was: `--introspection-addr off` (not ECS's
+    // port 51678: this test does not read the introspection API), BERTH_LOG=debug, a secrets
+    // directory.
+    let launch = Launch {
+        introspection: Introspection::Off,
+        log_level: "debug",
+        ..Launch::default()
     };
-    let t = Instant::now();
-    while agent.cli(&["ps"]).0 != 0 {
-        assert!(t.elapsed() < Duration::from_secs(20), "{}", agent.log());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let secrets_arg = secrets.to_str().expect("utf-8");
+    let agent = Agent::start_launch("1h", launch, &["--secrets-dir", secrets_arg], &[]);
+    // Its data directory: the store and the log.
+    let data = agent.dir.path().to_path_buf();
     // Follow the events from before the submit.
     let events_file = root.path().join("events.jsonl");
     let mut events = Command::new(env!("CARGO_BIN_EXE_berth"))

@@ -2,6 +2,10 @@
 //! directory (its control socket, log and a loopback metadata port beside it), restarted, killed
 //! (SIGKILL or SIGTERM) and driven through the CLI (`berth ps`, `inspect`, `submit`, `stop`, …).
 //!
+//! How a start is launched (the cleanup wait flag, the introspection address, the pull behaviour
+//! variable, the log level, a data directory elsewhere, arguments and variables for every start)
+//! is the agent's [`Launch`], so that each suite keeps exactly the command line it always had.
+//!
 //! Not every test uses every method.
 #![allow(dead_code)]
 
@@ -17,9 +21,55 @@ pub struct Agent {
     pub cleanup_wait: &'static str,
     /// The loopback port of the agent's /metrics listener.
     pub port: u16,
-    /// The loopback port of its introspection API (each agent its own, never ECS's 51678, so
-    /// agents of parallel tests do not compete for it).
+    /// The loopback port of its introspection API under [`Introspection::Own`], the default
+    /// (each agent its own, never ECS's 51678, so agents of parallel tests do not compete for it).
     pub introspection_port: u16,
+    /// How every start of this agent is launched (what differs between the test files).
+    pub launch: Launch,
+}
+
+/// Which `--introspection-addr` the agent is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Introspection {
+    /// `127.0.0.1:<Agent::introspection_port>`.
+    Own,
+    /// `off`: the test does not read the introspection API.
+    Off,
+    /// No flag: the agent's default.
+    Unset,
+}
+
+/// What a start passes besides the data directory, socket and metadata port. The default is what
+/// [`Agent::start`] has always done.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// Pass `--cleanup-wait <Agent::cleanup_wait>` (false: the agent's default).
+    pub cleanup_wait: bool,
+    pub introspection: Introspection,
+    /// Set `BERTH_IMAGE_PULL_BEHAVIOR=prefer-cached`.
+    pub prefer_cached: bool,
+    /// `BERTH_LOG`.
+    pub log_level: &'static str,
+    /// Variables given to every start, before the start's own.
+    pub env: Vec<(String, String)>,
+    /// Arguments given to every start, after the common ones and before the start's own.
+    pub args: Vec<String>,
+    /// The data directory, when it is not `dir` (the socket and log stay in `dir`).
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Default for Launch {
+    fn default() -> Launch {
+        Launch {
+            cleanup_wait: true,
+            introspection: Introspection::Own,
+            prefer_cached: true,
+            log_level: "info",
+            env: Vec::new(),
+            args: Vec::new(),
+            data_dir: None,
+        }
+    }
 }
 
 pub fn free_port() -> u16 {
@@ -36,19 +86,53 @@ impl Agent {
 
     /// An agent started with extra arguments (`--docker-host`, …) from its first start.
     pub fn start_with(cleanup_wait: &'static str, extra: &[&str]) -> Agent {
-        let mut a = Agent {
-            dir: tempfile::tempdir().expect("tmp"),
+        Self::start_launch(cleanup_wait, Launch::default(), extra, &[])
+    }
+
+    /// An agent started with extra variables from its first start.
+    pub fn start_env(cleanup_wait: &'static str, env: &[(&str, &str)]) -> Agent {
+        Self::start_launch(cleanup_wait, Launch::default(), &[], env)
+    }
+
+    /// An agent launched its own way (see [`Launch`]), with these extra arguments and variables
+    /// at its first start.
+    pub fn start_launch(
+        cleanup_wait: &'static str,
+        launch: Launch,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Agent {
+        let mut a = Self::unstarted_in(tempfile::tempdir().expect("tmp"), cleanup_wait, launch);
+        a.restart_env(extra, env);
+        a
+    }
+
+    /// An agent on `dir`, not started yet (start it with a `restart_*`).
+    pub fn unstarted_in(
+        dir: tempfile::TempDir,
+        cleanup_wait: &'static str,
+        launch: Launch,
+    ) -> Agent {
+        Agent {
+            dir,
             child: None,
             cleanup_wait,
             port: free_port(),
             introspection_port: free_port(),
-        };
-        a.restart_with(extra);
-        a
+            launch,
+        }
     }
 
     pub fn socket(&self) -> PathBuf {
         self.dir.path().join("api.sock")
+    }
+
+    /// The agent's data directory.
+    pub fn data(&self) -> PathBuf {
+        self.launch
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| self.dir.path().to_path_buf())
     }
 
     pub fn restart(&mut self) {
@@ -65,20 +149,37 @@ impl Agent {
             .append(true)
             .open(self.dir.path().join("agent.log"))
             .expect("log");
-        let child = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(["agent", "--cleanup-wait", self.cleanup_wait, "--data-dir"])
-            .arg(self.dir.path())
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
+        cmd.arg("agent");
+        if self.launch.cleanup_wait {
+            cmd.args(["--cleanup-wait", self.cleanup_wait]);
+        }
+        cmd.arg("--data-dir")
+            .arg(self.data())
             .arg("--api-socket")
             .arg(self.socket())
-            .args(["--metadata-addr", &format!("127.0.0.1:{}", self.port)])
-            .args([
-                "--introspection-addr",
-                &format!("127.0.0.1:{}", self.introspection_port),
-            ])
+            .args(["--metadata-addr", &format!("127.0.0.1:{}", self.port)]);
+        match self.launch.introspection {
+            Introspection::Own => {
+                cmd.args([
+                    "--introspection-addr",
+                    &format!("127.0.0.1:{}", self.introspection_port),
+                ]);
+            }
+            Introspection::Off => {
+                cmd.args(["--introspection-addr", "off"]);
+            }
+            Introspection::Unset => {}
+        }
+        cmd.args(&self.launch.args)
             .args(extra)
-            .envs(env.iter().copied())
-            .env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached")
-            .env("BERTH_LOG", "info")
+            .envs(self.launch.env.iter().map(|(k, v)| (k, v)))
+            .envs(env.iter().copied());
+        if self.launch.prefer_cached {
+            cmd.env("BERTH_IMAGE_PULL_BEHAVIOR", "prefer-cached");
+        }
+        let child = cmd
+            .env("BERTH_LOG", self.launch.log_level)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -125,6 +226,27 @@ impl Agent {
         }
     }
 
+    /// Wait (30 s at most) until the agent process ended on its own (a failpoint aborted it) and
+    /// check its log says it reached failpoint `what`.
+    pub fn wait_aborted(&mut self, what: &str) {
+        let t = Instant::now();
+        let child = self.child.as_mut().expect("agent runs");
+        while child.try_wait().expect("wait").is_none() {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "the agent never reached {what}: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child = None;
+        assert!(
+            self.log().contains(&format!("failpoint {what} reached")),
+            "aborted at the failpoint: {}",
+            self.log()
+        );
+    }
+
     /// Wait (30 s at most) until the agent no longer lists the task: it was cleaned up.
     pub fn wait_forgotten(&self, id: &str) {
         let t = Instant::now();
@@ -159,6 +281,22 @@ impl Agent {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    /// `berth logs <id> <container>`: its stdout.
+    pub fn logs(&self, id: &str, container: &str) -> String {
+        self.cli(&["logs", id, container]).1
+    }
+
+    /// The agent's `/metrics` page (the whole HTTP answer).
+    pub fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .expect("send");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
     }
 
     pub fn submit(&self, def: &Value) -> String {
