@@ -1366,7 +1366,16 @@ fn the_introspection_api_lists_the_agents_tasks_with_their_docker_ids() {
     let (code, _, err) = agent.cli(&["stop", &id]);
     assert_eq!(code, 0, "{err}");
     agent.wait_within(Duration::from_secs(240), &id, "stopped", stopped);
-    let (_, t) = introspect(&agent, &format!("/v1/tasks?taskarn={arn}"));
+    // The introspection API reads the actor's published snapshot, which can trail the control
+    // API's answer by a moment: it must agree within a few seconds.
+    let t0 = Instant::now();
+    let t = loop {
+        let (_, t) = introspect(&agent, &format!("/v1/tasks?taskarn={arn}"));
+        if t["KnownStatus"] == "STOPPED" || t0.elapsed() > Duration::from_secs(5) {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(t["KnownStatus"], "STOPPED", "{t}");
     assert_eq!(t["DesiredStatus"], "STOPPED", "{t}");
     let (code, _, err) = agent.cli(&["rm", &id]);
