@@ -231,14 +231,7 @@ pub fn container_response(
     let networks = if mode == NetworkMode::Awsvpc {
         vec![Network {
             network_mode: mode.as_str().to_string(),
-            ipv4_addresses: pause
-                .map(|p| {
-                    p.networks
-                        .iter()
-                        .flat_map(|n| n.ipv4_addresses.iter().cloned())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            ipv4_addresses: crate::metadata::json::task_addresses(pause),
         }]
     } else {
         Vec::new()

@@ -291,14 +291,7 @@ pub fn container_response(
         r.networks = if created {
             vec![Network {
                 network_mode: mode.as_str().to_string(),
-                ipv4_addresses: pause
-                    .map(|p| {
-                        p.networks
-                            .iter()
-                            .flat_map(|n| n.ipv4_addresses.iter().cloned())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                ipv4_addresses: task_addresses(pause),
             }]
         } else {
             Vec::new()
@@ -503,6 +496,18 @@ pub fn task_response(
             .collect(),
         fault_injection_enabled: (version == Version::V4).then_some(false),
     }
+}
+
+/// An awsvpc task's addresses: its pause container's (none while its details are unknown).
+pub fn task_addresses(pause: Option<&ContainerDetails>) -> Vec<String> {
+    pause
+        .map(|p| {
+            p.networks
+                .iter()
+                .flat_map(|n| n.ipv4_addresses.iter().cloned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Every mount Docker reports for the container (none without details).
