@@ -37,9 +37,10 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// A TOML file of options, keys the agent's long option names (e.g. cleanup-wait = "10m").
-    /// Every subcommand takes the keys that apply to it: the agent all of them; `run` data-dir,
-    /// docker-host, volume-plugin, the pull-* keys, pause-image, the log driver keys, secrets-dir,
-    /// secrets-from-env and environment-files-dir; `validate` the log driver keys
+    /// Every subcommand takes the keys that apply to it: the agent all of them; `run` the
+    /// task-running keys it shares with the agent (data-dir, docker-host, the Docker call limits,
+    /// volume-plugin, the pull-* keys, pause-image, the log driver, secret, registry login and
+    /// container metadata keys; `berth run --print-config` lists them); `validate` the log driver keys
     /// (available-log-drivers, log-driver-fallback); `gc` data-dir and docker-host; the client
     /// commands api-socket (as --agent), `logs` also docker-host; others none. Keys that do not
     /// apply are ignored; an unknown key is an error (exit 78). Missing is fine at the default
