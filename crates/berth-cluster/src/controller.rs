@@ -1,17 +1,26 @@
-//! The controller's placement pass: read the nodes, drain requests and tasks once, build each
-//! node's load from the tasks already placed there, then place every pending task (oldest
-//! first) with [`crate::placement::place`], each through one guarded transaction
-//! ([`Cluster::place`]). A task that changed since the read (another controller placed or
-//! stopped it) is skipped and seen again by the next pass; so two controllers that both think
-//! they lead still never place one task twice.
+//! The controller's work while it leads: keep a [`ClusterView`] current (one full read, then one
+//! watch on `/berth/` applied event by event; a compacted or broken watch means a full read
+//! again), and every interval run one pass: [`crate::reconcile::plan`] over the view, then
+//! [`execute`] its actions through guarded transactions ([`crate::txns`]).
 //!
-//! Not here yet (docs/cluster.md, "Not yet"): leader election, services, lost nodes, drain's
-//! re-placement.
+//! A pass never runs on a view older than the controller's own last write: after writing, the
+//! next pass waits until the watch has brought the view to that revision (a full read after
+//! [`CATCH_UP`]). Otherwise a service's shortfall could be seen, and filled, twice. Another
+//! controller that wrongly believes it leads is stopped by the guards (each task placed once;
+//! each shortfall started once: the service record's revision guards its starts).
 
-use crate::placement::{self, NodeLoad, Request};
-use crate::record::DesiredStatus;
-use crate::store::{Cluster, ClusterError};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::keys;
+use crate::reconcile::{self, Action, Settings};
+use crate::record::TaskRecord;
+use crate::store::{Cluster, ClusterError, Versioned, Watch};
+use crate::txns::{self, Guarded};
+use crate::view::ClusterView;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long a pass waits for the watch to bring the view up to the controller's last write
+/// before it reads everything again.
+pub const CATCH_UP: Duration = Duration::from_secs(5);
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -20,80 +29,253 @@ pub struct PassReport {
     pub placed: Vec<(String, String)>,
     /// `(task id, reason)` still pending.
     pub unplaced: Vec<(String, String)>,
-    /// Tasks skipped because they changed after the read.
+    /// `(task id, reason)` closed.
+    pub closed: Vec<(String, String)>,
+    /// `(task id, reason)` asked to stop.
+    pub stopped: Vec<(String, String)>,
+    /// `(service, task ids)` started.
+    pub started: Vec<(String, Vec<String>)>,
+    /// Closed tasks whose records were deleted.
+    pub forgotten: usize,
+    /// Services removed.
+    pub removed: Vec<String>,
+    /// Writes skipped because what they were decided from changed meanwhile.
     pub conflicts: usize,
+    /// Records the plan could not use.
+    pub problems: Vec<String>,
+    /// The revision of the pass's last write (0: it wrote nothing).
+    pub revision: i64,
 }
 
-/// One placement pass over the whole cluster.
-pub async fn place_pending(cluster: &Cluster) -> Result<PassReport, ClusterError> {
-    let nodes = cluster.nodes().await?;
-    let drains: BTreeSet<String> = cluster.drains().await?.into_iter().collect();
-    let (tasks, _) = cluster.tasks().await?;
-    let mut loads: Vec<NodeLoad> = nodes
-        .into_iter()
-        .map(|n| NodeLoad {
-            draining: drains.contains(&n.name),
-            name: n.name,
-            attributes: n.attributes,
-            capacity: n.capacity,
-            ..NodeLoad::default()
-        })
-        .collect();
-    loads.sort_by(|a, b| a.name.cmp(&b.name));
-    let index: BTreeMap<String, usize> = loads
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.name.clone(), i))
-        .collect();
-    let mut pending = Vec::new();
-    for t in tasks {
-        if t.value.desired_status != DesiredStatus::Running {
-            continue;
-        }
-        match &t.value.node {
-            Some(node) => {
-                if let Some(&i) = index.get(node) {
-                    loads[i].reserve(&t.value.group, t.value.demand);
+impl PassReport {
+    /// Whether the pass wrote nothing and found nothing to say.
+    pub fn is_quiet(&self) -> bool {
+        self.revision == 0 && self.unplaced.is_empty() && self.problems.is_empty()
+    }
+}
+
+/// Performs a plan made from `view`: the closes, stops, forgets, removals and reasons in batched
+/// guarded transactions, then the service starts (one guarded transaction per service), then
+/// the placements (batched; a new task is placed only if its start was written).
+pub async fn execute(
+    cluster: &Cluster,
+    view: &ClusterView,
+    plan: reconcile::Plan,
+    now_ms: u64,
+) -> Result<PassReport, ClusterError> {
+    let mut report = PassReport {
+        problems: plan.problems,
+        ..PassReport::default()
+    };
+    let task = |id: &str| view.tasks.get(id);
+    let mut first: Vec<Guarded> = Vec::new();
+    // What each write in `first` was, for the report.
+    let mut first_what: Vec<(usize, String, String)> = Vec::new();
+    let mut starts: Vec<(String, Vec<TaskRecord>)> = Vec::new();
+    let mut places: Vec<(String, String)> = Vec::new();
+    for action in plan.actions {
+        match action {
+            Action::Close {
+                task: id,
+                reason,
+                code,
+                node_gone,
+            } => {
+                if let Some(t) = task(&id) {
+                    first.push(txns::closing(t, &reason, code, now_ms, node_gone));
+                    first_what.push((0, id, reason));
                 }
             }
-            None => pending.push(t),
+            Action::Stop {
+                task: id,
+                reason,
+                code,
+            } => {
+                if let Some(t) = task(&id) {
+                    first.push(txns::stopping(t, &reason, code, now_ms));
+                    first_what.push((1, id, reason));
+                }
+            }
+            Action::Forget { task: id } => {
+                if let Some(t) = task(&id) {
+                    first.push(txns::forgetting(t));
+                    first_what.push((2, id, String::new()));
+                }
+            }
+            Action::RemoveService { service } => {
+                if let Some(s) = view.services.get(&service) {
+                    first.push(txns::removing_service(s));
+                    first_what.push((3, service, String::new()));
+                }
+            }
+            Action::Unplaced { task: id, reason } => {
+                if let Some(t) = task(&id) {
+                    first.push(txns::reasoning(t, &reason));
+                    first_what.push((4, id, reason));
+                }
+            }
+            Action::Start { service, tasks } => starts.push((service, tasks)),
+            Action::Place { task: id, node } => places.push((id, node)),
         }
     }
-    pending.sort_by(|a, b| {
-        (a.value.created_at_ms, &a.value.id).cmp(&(b.value.created_at_ms, &b.value.id))
-    });
-    let mut report = PassReport::default();
-    for t in pending {
-        let task = &t.value;
-        let chosen = placement::check_strategy(&task.placement_strategy)
-            .and_then(|()| placement::compile(&task.placement_constraints))
-            .and_then(|constraints| {
-                let req = Request {
-                    id: &task.id,
-                    group: &task.group,
-                    demand: task.demand,
-                    constraints: &constraints,
-                    strategy: &task.placement_strategy,
-                };
-                placement::place(&req, &loads)
-            });
-        match chosen {
-            Ok(i) => {
-                let node = loads[i].name.clone();
-                if cluster.place(&t, &node).await? {
-                    loads[i].reserve(&task.group, task.demand);
-                    report.placed.push((task.id.clone(), node));
-                } else {
-                    report.conflicts += 1;
+    let (done, revision) = cluster.commit_all(&first).await?;
+    report.revision = report.revision.max(revision);
+    for ((kind, id, reason), ok) in first_what.into_iter().zip(done) {
+        if !ok {
+            report.conflicts += 1;
+            continue;
+        }
+        match kind {
+            0 => report.closed.push((id, reason)),
+            1 => report.stopped.push((id, reason)),
+            2 => report.forgotten += 1,
+            3 => report.removed.push(id),
+            _ => report.unplaced.push((id, reason)),
+        }
+    }
+
+    // New tasks, at the revision their start wrote them.
+    let mut created: BTreeMap<String, Versioned<TaskRecord>> = BTreeMap::new();
+    for (service, tasks) in starts {
+        let Some(read) = view.services.get(&service) else {
+            continue;
+        };
+        match cluster.start_service_tasks(read, &tasks).await? {
+            Some(rev) => {
+                report.revision = report.revision.max(rev);
+                report.started.push((
+                    service.clone(),
+                    tasks.iter().map(|t| t.id.clone()).collect(),
+                ));
+                for t in tasks {
+                    if let Some(reason) = &t.reason {
+                        report.unplaced.push((t.id.clone(), reason.clone()));
+                    }
+                    created.insert(
+                        t.id.clone(),
+                        Versioned {
+                            value: t,
+                            mod_revision: rev,
+                        },
+                    );
                 }
             }
-            Err(reason) => {
-                if !cluster.set_reason(&t, &reason).await? {
-                    report.conflicts += 1;
-                }
-                report.unplaced.push((task.id.clone(), reason));
-            }
+            None => report.conflicts += 1,
+        }
+    }
+
+    let mut placing: Vec<(String, String)> = Vec::new();
+    let mut writes: Vec<Guarded> = Vec::new();
+    for (id, node) in places {
+        if let Some(t) = created.get(&id).or_else(|| task(&id)) {
+            writes.push(txns::placing(t, &node));
+            placing.push((id, node));
+        }
+    }
+    let (done, revision) = cluster.commit_all(&writes).await?;
+    report.revision = report.revision.max(revision);
+    for (p, ok) in placing.into_iter().zip(done) {
+        if ok {
+            report.placed.push(p);
+        } else {
+            report.conflicts += 1;
         }
     }
     Ok(report)
+}
+
+/// One pass from a fresh read (no mirror): what `berth controller` does every interval, in a
+/// form tests can call directly. `new_id` names the tasks services start.
+pub async fn pass(
+    cluster: &Cluster,
+    settings: &Settings,
+    now_ms: u64,
+    new_id: &mut dyn FnMut() -> String,
+) -> Result<PassReport, ClusterError> {
+    let view = cluster.view().await?;
+    let plan = reconcile::plan(&view, settings, now_ms, new_id);
+    execute(cluster, &view, plan, now_ms).await
+}
+
+/// The controller's view of the cluster, kept current by a watch.
+pub struct Mirror {
+    cluster: Cluster,
+    view: ClusterView,
+    watch: Watch,
+}
+
+impl Mirror {
+    /// A full read, and a watch from the revision after it.
+    pub async fn start(cluster: &Cluster) -> Result<Mirror, ClusterError> {
+        let view = cluster.view().await?;
+        let watch = cluster.watch(keys::ROOT, view.revision + 1).await?;
+        Ok(Mirror {
+            cluster: cluster.clone(),
+            view,
+            watch,
+        })
+    }
+
+    /// The view as the watch has brought it so far.
+    pub fn view(&self) -> &ClusterView {
+        &self.view
+    }
+
+    async fn reload(&mut self) -> Result<(), ClusterError> {
+        let view = self.cluster.view().await?;
+        self.watch = self.cluster.watch(keys::ROOT, view.revision + 1).await?;
+        self.view = view;
+        Ok(())
+    }
+
+    fn apply(&mut self, events: Vec<crate::store::WatchEvent>, seen: i64) {
+        for e in events {
+            match e {
+                crate::store::WatchEvent::Put {
+                    key,
+                    value,
+                    mod_revision,
+                } => self.view.put(&key, &value, mod_revision),
+                crate::store::WatchEvent::Delete { key, .. } => self.view.delete(&key),
+            }
+        }
+        self.view.revision = self.view.revision.max(seen);
+    }
+
+    /// Applies the watch's events until `deadline`; a broken or compacted watch is replaced by
+    /// a full read.
+    pub async fn follow_until(&mut self, deadline: tokio::time::Instant) {
+        loop {
+            match tokio::time::timeout_at(deadline, self.watch.next()).await {
+                Err(_) => return,
+                Ok(Ok((events, seen))) => self.apply(events, seen),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "the controller's watch ended; reading everything again");
+                    if let Err(e) = self.reload().await {
+                        tracing::warn!(error = %e, "reading the cluster failed");
+                        tokio::time::sleep_until(deadline).await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until the view has reached `revision` (the controller's own last write); after
+    /// [`CATCH_UP`] without it, reads everything again.
+    pub async fn catch_up(&mut self, revision: i64) -> Result<(), ClusterError> {
+        let deadline = tokio::time::Instant::now() + CATCH_UP;
+        if self.view.revision < revision {
+            // Ask for a progress answer: writes under other prefixes do not reach this watch
+            // as events, but the answer still says the watch has seen up to them.
+            let _ = self.watch.request_progress().await;
+        }
+        while self.view.revision < revision {
+            match tokio::time::timeout_at(deadline, self.watch.next()).await {
+                Ok(Ok((events, seen))) => self.apply(events, seen),
+                Ok(Err(_)) | Err(_) => return self.reload().await,
+            }
+        }
+        Ok(())
+    }
 }

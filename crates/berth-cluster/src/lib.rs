@@ -3,11 +3,19 @@
 //! `etcd-client` crate) holds every shared fact, leases make a lost node's keys disappear, and
 //! transactions guard each placement.
 //!
-//! Modules: [`keys`] (the key layout, docs/cluster.md), [`record`] (the typed JSON values),
-//! [`demand`] (what a task reserves), [`expr`] (the `memberOf` expression subset),
-//! [`placement`] (constraints and strategies as pure functions), [`store`] (the etcd client:
-//! connection, node leases, tasks, guarded placement and stop transactions), [`controller`] (the
-//! placement pass), [`election`] (one controller leads).
+//! Modules:
+//! - [`keys`]: the key layout (docs/cluster.md);
+//! - [`record`]: the typed JSON values;
+//! - [`view`]: the whole cluster at one revision, and how watch events change it;
+//! - [`demand`]: what a task reserves;
+//! - [`expr`]: the `memberOf` expression subset;
+//! - [`placement`]: constraints and strategies as pure functions;
+//! - [`reconcile`]: the controller's decisions as one pure function (closing, services, placement);
+//! - [`store`]: the etcd client: connection, leases, node records, drains, paged reads, watches,
+//!   statuses;
+//! - [`txns`]: the guarded transactions that change tasks and services;
+//! - [`controller`]: the controller's pass (plan, then execute) and its watch-fed mirror;
+//! - [`election`]: one controller leads.
 
 pub mod controller;
 pub mod demand;
@@ -15,5 +23,8 @@ pub mod election;
 pub mod expr;
 pub mod keys;
 pub mod placement;
+pub mod reconcile;
 pub mod record;
 pub mod store;
+pub mod txns;
+pub mod view;

@@ -62,12 +62,42 @@ pub struct DrainRecord {
 }
 
 /// A task's desired status (ECS's `desiredStatus`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum DesiredStatus {
+    #[default]
     Running,
     Stopped,
 }
+
+impl DesiredStatus {
+    /// ECS's word: `RUNNING` or `STOPPED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DesiredStatus::Running => "RUNNING",
+            DesiredStatus::Stopped => "STOPPED",
+        }
+    }
+}
+
+/// Why a task stopped, as ECS's `stopCode` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopCode {
+    /// The task never ran: a pull, create or start failed, or a dependency could never be met.
+    TaskFailedToStart,
+    /// An essential container exited.
+    EssentialContainerExited,
+    /// `berth cluster stop`.
+    UserInitiated,
+    /// The service scheduler stopped it: scale-in, a rolling update, a drain.
+    ServiceSchedulerInitiated,
+    /// Its node was lost (ECS uses this code for a host that went away).
+    TerminationNotice,
+}
+
+/// The `lastStatus` of a task the controller has closed (ECS keeps `STOPPED` tasks visible for a
+/// while; berth for `--stopped-retention`).
+pub const STOPPED: &str = "STOPPED";
 
 /// One ECS placement constraint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,10 +149,28 @@ pub struct TaskRecord {
     /// The node it is placed on; None while pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Its assignment's fence (written with `node` by the placing transaction): the node's
+    /// status counts only with this fence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<i64>,
     /// Why it could not be placed yet (the last attempt), or why it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub created_at_ms: u64,
+    /// ECS's `startedBy`: a service task's deployment (`ecs-svc/<digits>`, the
+    /// [`ServiceRecord::deployment`] it was started for); None for a standalone task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_by: Option<String>,
+    /// `STOPPED` once the controller has closed the task (its node reported it stopped, it was
+    /// never placed, or its node was lost); None while its node's report is what counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<String>,
+    /// Why it stopped, in ECS's codes; set with the desired status STOPPED or when closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_code: Option<StopCode>,
+    /// When the controller closed it (the retention counts from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at_ms: Option<u64>,
 }
 
 impl TaskRecord {
@@ -149,21 +197,42 @@ impl TaskRecord {
             placement_constraints,
             placement_strategy,
             node: None,
+            fence: None,
             reason: None,
             created_at_ms: now_ms,
+            started_by: None,
+            last_status: None,
+            stop_code: None,
+            stopped_at_ms: None,
         })
+    }
+
+    /// Whether the controller has closed it: nothing runs it any more and only the retention
+    /// keeps the record.
+    pub fn is_closed(&self) -> bool {
+        self.last_status.as_deref() == Some(STOPPED)
     }
 }
 
 /// `/berth/assign/<node>/<id>`: "run this task here", written in the transaction that places the
 /// task. `fence` is the task key's `mod_revision` that transaction compared against: every
 /// placement changes the task key, so fences are unique and grow with each placement of a task.
-/// A status that carries an older fence than the task's current assignment is a stale copy's.
+/// A status that carries another fence than the task's assignment is a stale copy's.
+///
+/// `desiredStatus` becomes STOPPED when the task is to stop (a user's stop, the service
+/// scheduler): the node stops it and reports STOPPED, then the controller closes the task and
+/// deletes the assignment. A deleted assignment whose task still runs on the node (the node was
+/// lost and came back) is stopped by the node at once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Assignment {
     pub task: String,
     pub fence: i64,
+    #[serde(default)]
+    pub desired_status: DesiredStatus,
+    /// Why it is to stop (with desired STOPPED): the task's stop reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `/berth/status/<node>/<id>`: what the node's agent last saw of the task, written only when it
@@ -173,11 +242,32 @@ pub struct Assignment {
 pub struct StatusRecord {
     pub task: String,
     pub fence: i64,
-    /// ECS's `lastStatus` (PENDING, RUNNING, STOPPED, …).
+    /// ECS's `lastStatus`: PENDING (pulling, creating), RUNNING, STOPPED.
     pub last_status: String,
+    /// ECS's task `healthStatus`: HEALTHY, UNHEALTHY or UNKNOWN (from the essential containers'
+    /// health checks; UNKNOWN when none has one).
+    #[serde(default = "unknown_health")]
+    pub health_status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_reason: Option<String>,
+    /// Whether the task stopped before its essential containers ran (ECS's `TaskFailedToStart`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed_to_start: bool,
     pub updated_at_ms: u64,
+}
+
+fn unknown_health() -> String {
+    "UNKNOWN".to_owned()
+}
+
+/// A service's status (ECS: ACTIVE, DRAINING while it is deleted; INACTIVE services are gone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ServiceStatus {
+    #[default]
+    Active,
+    /// `berth cluster service rm`: its tasks are stopped, then the record is deleted.
+    Draining,
 }
 
 /// `/berth/services/<name>`: a service (ECS `CreateService`'s fields berth honours).
@@ -195,6 +285,42 @@ pub struct ServiceRecord {
     pub minimum_healthy_percent: u32,
     pub maximum_percent: u32,
     pub created_at_ms: u64,
+    #[serde(default)]
+    pub status: ServiceStatus,
+    /// The current deployment, `ecs-svc/<digits>`: a new one with each new definition or
+    /// placement; the service's tasks carry theirs as `startedBy`, and tasks of an older one are
+    /// replaced (a rolling update, within the two percentages).
+    pub deployment: String,
+    /// Tasks the scheduler has started for this service so far. Every start writes the record
+    /// (guarded by its revision), so two controllers that both think they lead cannot both start
+    /// the replacement for one lost task.
+    #[serde(default)]
+    pub launched: u64,
+    pub updated_at_ms: u64,
+}
+
+impl ServiceRecord {
+    /// ECS's task group of the service's tasks.
+    pub fn group(&self) -> String {
+        format!("service:{}", self.name)
+    }
+
+    /// A new pending task of the service's current deployment (`startedBy` = the deployment,
+    /// group `service:<name>`), with the service's constraints and strategy. The error (a
+    /// record another writer put there) names the field.
+    pub fn task(&self, id: String, now_ms: u64) -> Result<TaskRecord, String> {
+        let mut task = TaskRecord::pending(
+            id,
+            self.definition.clone(),
+            self.placement_constraints.clone(),
+            self.placement_strategy.clone(),
+            now_ms,
+        )?;
+        task.group = self.group();
+        task.service = Some(self.name.clone());
+        task.started_by = Some(self.deployment.clone());
+        Ok(task)
+    }
 }
 
 /// A value that is not what its key should hold.

@@ -16,10 +16,12 @@
 //! expires. Nothing here retries on its own: the caller's loop does, with the next read.
 
 use crate::keys;
-use crate::record::{
-    self, Assignment, DecodeError, DrainRecord, NodeRecord, StatusRecord, TaskRecord,
+use crate::record::{self, Assignment, DecodeError, DrainRecord, NodeRecord, StatusRecord};
+use crate::view::ClusterView;
+use etcd_client::{
+    Client, ConnectOptions, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    WatchOptions,
 };
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp};
 use std::future::Future;
 use std::time::Duration;
 
@@ -44,7 +46,28 @@ pub enum ClusterError {
     Decode(#[from] DecodeError),
     #[error("task {0} already exists")]
     Exists(String),
+    #[error("service {0} already exists")]
+    ServiceExists(String),
+    /// A watch started at a revision etcd has compacted away: read everything again.
+    #[error(
+        "etcd at {endpoints}: revision {from} is compacted (the oldest kept is {compacted}); a full read is needed"
+    )]
+    Compacted {
+        endpoints: String,
+        from: i64,
+        compacted: i64,
+    },
+    /// The watch stream ended or was cancelled (a member lost, the connection cut).
+    #[error("etcd at {endpoints}: the watch ended ({why})")]
+    WatchEnded { endpoints: String, why: String },
 }
+
+/// The largest answer berth takes from etcd (tonic's default is 4 MiB, which a view of a few
+/// thousand tasks reaches).
+pub const MAX_ANSWER: usize = 256 * 1024 * 1024;
+
+/// Keys per page when a prefix is read ([`Cluster::view`]); every page at the same revision.
+pub const PAGE: i64 = 2000;
 
 /// Reads `--etcd`: comma-separated `http://host:port` URLs (at least one). The error names the
 /// option and says what a good value looks like.
@@ -103,7 +126,10 @@ impl Cluster {
         let options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
             .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
-            .with_keep_alive_while_idle(true);
+            .with_keep_alive_while_idle(true)
+            // A member cut off from the others answers nothing (a watch on it is cancelled)
+            // rather than serving what it had when it lost the leader.
+            .with_require_leader(true);
         let client = tokio::time::timeout(CALL_TIMEOUT, Client::connect(endpoints, Some(options)))
             .await
             .map_err(|_| ClusterError::Timeout {
@@ -157,7 +183,7 @@ impl Cluster {
         }
     }
 
-    async fn txn(
+    pub(crate) async fn txn(
         &self,
         what: &'static str,
         txn: Txn,
@@ -227,7 +253,7 @@ impl Cluster {
         Ok(())
     }
 
-    async fn list<T: serde::de::DeserializeOwned>(
+    pub(crate) async fn list<T: serde::de::DeserializeOwned>(
         &self,
         prefix: &str,
         what: &'static str,
@@ -292,107 +318,6 @@ impl Cluster {
         Ok(())
     }
 
-    /// Writes a new task; [`ClusterError::Exists`] when its id is taken (never overwrites).
-    pub async fn submit(&self, task: &TaskRecord) -> Result<i64, ClusterError> {
-        let key = keys::task(&task.id);
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, record::encode(task), None)]);
-        let resp = self.txn("submit", txn).await?;
-        if !resp.succeeded() {
-            return Err(ClusterError::Exists(task.id.clone()));
-        }
-        Ok(resp.header().map_or(0, |h| h.revision()))
-    }
-
-    /// Every task with its `mod_revision`, and the store's revision of the read.
-    pub async fn tasks(&self) -> Result<(Vec<Versioned<TaskRecord>>, i64), ClusterError> {
-        let (list, revision) = self.list::<TaskRecord>(keys::TASKS, "task record").await?;
-        Ok((list.into_iter().map(|(_, v)| v).collect(), revision))
-    }
-
-    /// Places a task read at `read.mod_revision` on `node`, in one transaction: if the task key
-    /// is unchanged, the task gets its node and the assignment `/berth/assign/<node>/<id>` is
-    /// written with that revision as its fence. False when the task changed meanwhile (another
-    /// controller, a stop): nothing was written, and the caller reads again.
-    pub async fn place(
-        &self,
-        read: &Versioned<TaskRecord>,
-        node: &str,
-    ) -> Result<bool, ClusterError> {
-        let mut task = read.value.clone();
-        task.node = Some(node.to_owned());
-        task.reason = None;
-        let assignment = Assignment {
-            task: task.id.clone(),
-            fence: read.mod_revision,
-        };
-        let key = keys::task(&task.id);
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                read.mod_revision,
-            )])
-            .and_then([
-                TxnOp::put(key, record::encode(&task), None),
-                TxnOp::put(
-                    keys::assign(node, &task.id),
-                    record::encode(&assignment),
-                    None,
-                ),
-            ]);
-        Ok(self.txn("place", txn).await?.succeeded())
-    }
-
-    /// Records why a pending task is not placed, if the task is unchanged and the reason is new.
-    pub async fn set_reason(
-        &self,
-        read: &Versioned<TaskRecord>,
-        reason: &str,
-    ) -> Result<bool, ClusterError> {
-        if read.value.reason.as_deref() == Some(reason) {
-            return Ok(true);
-        }
-        let mut task = read.value.clone();
-        task.reason = Some(reason.to_owned());
-        let key = keys::task(&task.id);
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                read.mod_revision,
-            )])
-            .and_then([TxnOp::put(key, record::encode(&task), None)]);
-        Ok(self.txn("set reason", txn).await?.succeeded())
-    }
-
-    /// Sets a task's desired status to STOPPED with `reason` and deletes its assignment (its node's
-    /// agent stops its copy when the assignment goes), in one transaction guarded like
-    /// [`Cluster::place`]. False when the task changed since it was read.
-    pub async fn stop(
-        &self,
-        read: &Versioned<TaskRecord>,
-        reason: &str,
-    ) -> Result<bool, ClusterError> {
-        let mut task = read.value.clone();
-        task.desired_status = crate::record::DesiredStatus::Stopped;
-        task.reason = Some(reason.to_owned());
-        let key = keys::task(&task.id);
-        let mut ops = vec![TxnOp::put(key.clone(), record::encode(&task), None)];
-        if let Some(node) = &read.value.node {
-            ops.push(TxnOp::delete(keys::assign(node, &task.id), None));
-        }
-        let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key,
-                CompareOp::Equal,
-                read.mod_revision,
-            )])
-            .and_then(ops);
-        Ok(self.txn("stop", txn).await?.succeeded())
-    }
-
     /// The assignments of one node, and the revision of the read (where its watch resumes).
     pub async fn assignments(&self, node: &str) -> Result<(Vec<Assignment>, i64), ClusterError> {
         let (list, revision) = self
@@ -412,6 +337,283 @@ impl Cluster {
                 keys::node_and_task(keys::STATUS, &k).map(|(node, _)| (node.to_owned(), v.value))
             })
             .collect())
+    }
+
+    /// One page of `prefix` from `after` (exclusive; None: from the start), read at `revision`
+    /// (0: now). Returns the key-values, the header's revision (the store's revision when the
+    /// page was read: with `revision` 0, the revision the page shows) and whether more follow.
+    async fn page(
+        &self,
+        prefix: &str,
+        after: Option<&[u8]>,
+        revision: i64,
+    ) -> Result<(Vec<etcd_client::KeyValue>, i64, bool), ClusterError> {
+        let mut end = prefix.as_bytes().to_vec();
+        // The prefix's range end: its last byte plus one (every berth prefix ends with '/').
+        if let Some(last) = end.last_mut() {
+            *last += 1;
+        }
+        let start = match after {
+            Some(k) => {
+                let mut k = k.to_vec();
+                k.push(0);
+                k
+            }
+            None => prefix.as_bytes().to_vec(),
+        };
+        let mut options = GetOptions::new()
+            .with_range(end)
+            .with_limit(PAGE)
+            .with_sort(SortTarget::Key, SortOrder::Ascend);
+        if revision > 0 {
+            options = options.with_revision(revision);
+        }
+        let resp = self
+            .call("get", |c| {
+                let (start, options) = (start.clone(), options.clone());
+                async move {
+                    c.kv_client()
+                        .max_decoding_message_size(MAX_ANSWER)
+                        .get(start, Some(options))
+                        .await
+                }
+            })
+            .await?;
+        let at = resp.header().map_or(revision, |h| h.revision());
+        Ok((resp.kvs().to_vec(), at, resp.more()))
+    }
+
+    /// The whole cluster at one revision ([`ClusterView`]): nodes, drains, tasks, statuses and
+    /// services, each prefix read in pages of [`PAGE`] keys at the revision of the first page.
+    pub async fn view(&self) -> Result<ClusterView, ClusterError> {
+        let mut view = ClusterView::default();
+        let mut revision = 0;
+        for prefix in [
+            keys::NODES,
+            keys::DRAIN,
+            keys::TASKS,
+            keys::STATUS,
+            keys::SERVICES,
+        ] {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (kvs, at, more) = self.page(prefix, after.as_deref(), revision).await?;
+                // The first page fixes the revision; a read at an older revision answers with
+                // the store's current one in its header, which must not move it.
+                if revision == 0 {
+                    revision = at;
+                }
+                for kv in &kvs {
+                    view.put(
+                        &String::from_utf8_lossy(kv.key()),
+                        kv.value(),
+                        kv.mod_revision(),
+                    );
+                }
+                match kvs.last() {
+                    Some(last) if more => after = Some(last.key().to_vec()),
+                    _ => break,
+                }
+            }
+        }
+        view.revision = revision;
+        Ok(view)
+    }
+
+    /// Watches every key under `prefix` from `from_revision` (inclusive).
+    pub async fn watch(&self, prefix: &str, from_revision: i64) -> Result<Watch, ClusterError> {
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(from_revision);
+        let stream = self
+            .call("watch", |c| {
+                let options = options.clone();
+                async move {
+                    c.watch_client()
+                        .max_decoding_message_size(MAX_ANSWER)
+                        .watch(prefix, Some(options))
+                        .await
+                }
+            })
+            .await?;
+        Ok(Watch {
+            stream,
+            from: from_revision,
+            endpoints: self.endpoints.clone(),
+        })
+    }
+
+    /// One task with its `mod_revision`, None when there is no such task.
+    pub async fn task(
+        &self,
+        id: &str,
+    ) -> Result<Option<Versioned<crate::record::TaskRecord>>, ClusterError> {
+        let key = keys::task(id);
+        let resp = self
+            .call("get task", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        match resp.kvs().first() {
+            None => Ok(None),
+            Some(kv) => Ok(Some(Versioned {
+                value: record::decode(&key, "task record", kv.value())?,
+                mod_revision: kv.mod_revision(),
+            })),
+        }
+    }
+
+    /// Writes statuses of `node`'s tasks under its lease, in transactions of at most
+    /// [`crate::txns::MAX_OPS`] puts; the revision of the last one.
+    pub async fn put_statuses(
+        &self,
+        node: &str,
+        lease: i64,
+        statuses: &[StatusRecord],
+    ) -> Result<i64, ClusterError> {
+        let mut revision = 0;
+        for chunk in statuses.chunks(crate::txns::MAX_OPS) {
+            let ops: Vec<TxnOp> = chunk
+                .iter()
+                .map(|st| {
+                    TxnOp::put(
+                        keys::status(node, &st.task),
+                        record::encode(st),
+                        Some(PutOptions::new().with_lease(lease)),
+                    )
+                })
+                .collect();
+            let resp = self.txn("put statuses", Txn::new().and_then(ops)).await?;
+            revision = resp.header().map_or(revision, |h| h.revision());
+        }
+        Ok(revision)
+    }
+
+    /// Deletes statuses of `node`'s tasks (their assignments are gone).
+    pub async fn delete_statuses(&self, node: &str, ids: &[String]) -> Result<(), ClusterError> {
+        for chunk in ids.chunks(crate::txns::MAX_OPS) {
+            let ops: Vec<TxnOp> = chunk
+                .iter()
+                .map(|id| TxnOp::delete(keys::status(node, id), None))
+                .collect();
+            self.txn("delete statuses", Txn::new().and_then(ops))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// One change under a watched prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    Put {
+        key: String,
+        value: Vec<u8>,
+        mod_revision: i64,
+    },
+    Delete {
+        key: String,
+        revision: i64,
+    },
+}
+
+impl WatchEvent {
+    /// The key it changed.
+    pub fn key(&self) -> &str {
+        match self {
+            WatchEvent::Put { key, .. } | WatchEvent::Delete { key, .. } => key,
+        }
+    }
+    /// The revision of the change.
+    pub fn revision(&self) -> i64 {
+        match self {
+            WatchEvent::Put { mod_revision, .. } => *mod_revision,
+            WatchEvent::Delete { revision, .. } => *revision,
+        }
+    }
+}
+
+/// A watch on one prefix ([`Cluster::watch`]).
+pub struct Watch {
+    stream: etcd_client::WatchStream,
+    from: i64,
+    endpoints: String,
+}
+
+impl Watch {
+    /// The next changes, in revision order, and the revision the watcher has seen everything up
+    /// to (the last change's, or the store's revision of a progress answer). Empty changes are a
+    /// progress answer. [`ClusterError::Compacted`] when etcd no longer has the start revision;
+    /// [`ClusterError::WatchEnded`] when the stream ends or fails.
+    pub async fn next(&mut self) -> Result<(Vec<WatchEvent>, i64), ClusterError> {
+        loop {
+            let msg = self
+                .stream
+                .message()
+                .await
+                .map_err(|e| ClusterError::WatchEnded {
+                    endpoints: self.endpoints.clone(),
+                    why: e.to_string(),
+                })?;
+            let Some(resp) = msg else {
+                return Err(ClusterError::WatchEnded {
+                    endpoints: self.endpoints.clone(),
+                    why: "the stream closed".into(),
+                });
+            };
+            if resp.compact_revision() > 0 {
+                return Err(ClusterError::Compacted {
+                    endpoints: self.endpoints.clone(),
+                    from: self.from,
+                    compacted: resp.compact_revision(),
+                });
+            }
+            if resp.canceled() {
+                return Err(ClusterError::WatchEnded {
+                    endpoints: self.endpoints.clone(),
+                    why: format!("cancelled: {}", resp.cancel_reason()),
+                });
+            }
+            if resp.created() && resp.events().is_empty() {
+                continue;
+            }
+            let mut events = Vec::with_capacity(resp.events().len());
+            let mut seen = 0;
+            for e in resp.events() {
+                let Some(kv) = e.kv() else { continue };
+                let key = String::from_utf8_lossy(kv.key()).into_owned();
+                seen = seen.max(kv.mod_revision());
+                events.push(match e.event_type() {
+                    EventType::Put => WatchEvent::Put {
+                        key,
+                        value: kv.value().to_vec(),
+                        mod_revision: kv.mod_revision(),
+                    },
+                    EventType::Delete => WatchEvent::Delete {
+                        key,
+                        revision: kv.mod_revision(),
+                    },
+                });
+            }
+            if events.is_empty() {
+                // A progress answer: everything up to the store's revision has been sent.
+                seen = resp.header().map_or(0, |h| h.revision());
+            }
+            return Ok((events, seen));
+        }
+    }
+
+    /// Asks etcd for a progress answer (an empty [`Watch::next`]): a watch that gets none within
+    /// a few seconds is on a connection that no longer carries anything.
+    pub async fn request_progress(&mut self) -> Result<(), ClusterError> {
+        self.stream
+            .request_progress()
+            .await
+            .map_err(|e| ClusterError::WatchEnded {
+                endpoints: self.endpoints.clone(),
+                why: e.to_string(),
+            })
     }
 }
 

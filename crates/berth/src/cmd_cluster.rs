@@ -342,7 +342,14 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
                     ),
                 };
                 if found.value.desired_status == DesiredStatus::Stopped
-                    || cluster.stop(found, "Task stopped by user").await?
+                    || cluster
+                        .stop(
+                            found,
+                            "Task stopped by user",
+                            berth_cluster::record::StopCode::UserInitiated,
+                            now_ms(),
+                        )
+                        .await?
                 {
                     match conn.output {
                         Output::Json => print_json(

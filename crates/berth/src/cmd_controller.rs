@@ -21,9 +21,14 @@ pub struct Args {
     /// seconds, at least 1s).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub lease_ttl: Duration,
-    /// Time between placement passes while leading.
+    /// Time between passes while leading (each pass closes what is over, keeps services at
+    /// their count and places what is pending).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
+    /// How long a stopped task stays listed (`berth cluster ps`) before its record is deleted
+    /// (ECS keeps stopped tasks about an hour).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub stopped_retention: Duration,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -62,33 +67,102 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
     };
     tracing::info!(name, "leading");
+    let settings = berth_cluster::reconcile::Settings {
+        stopped_retention_ms: u64::try_from(args.stopped_retention.as_millis()).unwrap_or(u64::MAX),
+        ..Default::default()
+    };
+    let mut mirror = loop {
+        match berth_cluster::controller::Mirror::start(&cluster).await {
+            Ok(m) => break m,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the cluster failed; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(args.interval) => {}
+                    () = leadership.lost() => return Ok(lost(&name)),
+                    _ = term.recv() => return resign(leadership, &name).await,
+                    _ = tokio::signal::ctrl_c() => return resign(leadership, &name).await,
+                }
+            }
+        }
+    };
+    let mut last_write = 0;
     loop {
-        match berth_cluster::controller::place_pending(&cluster).await {
+        let next = tokio::time::Instant::now() + args.interval;
+        let pass = async {
+            mirror.catch_up(last_write).await?;
+            let now = now_ms();
+            let plan = berth_cluster::reconcile::plan(
+                mirror.view(),
+                &settings,
+                now,
+                &mut berth_engine::new_task_id,
+            );
+            berth_cluster::controller::execute(&cluster, mirror.view(), plan, now).await
+        };
+        match pass.await {
             Ok(report) => {
-                for (task, node) in &report.placed {
-                    tracing::info!(task, node, "placed");
-                }
-                if !report.unplaced.is_empty() || report.conflicts > 0 {
-                    tracing::info!(
-                        pending = report.unplaced.len(),
-                        conflicts = report.conflicts,
-                        "placement pass"
-                    );
-                }
+                last_write = last_write.max(report.revision);
+                log_pass(&report);
             }
             // etcd unreachable or a member lost: the next pass reads again.
-            Err(e) => tracing::warn!(error = %e, "placement pass failed"),
+            Err(e) => tracing::warn!(error = %e, "controller pass failed"),
         }
         tokio::select! {
-            () = tokio::time::sleep(args.interval) => {}
-            () = leadership.lost() => {
-                tracing::error!(name, "lost the controller lease; another controller may lead now");
-                return Ok(ExitCode::from(1));
-            }
+            () = mirror.follow_until(next) => {}
+            () = leadership.lost() => return Ok(lost(&name)),
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
         }
     }
+    resign(leadership, &name).await
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(berth_engine::report::now_ms()).unwrap_or(0)
+}
+
+fn lost(name: &str) -> ExitCode {
+    tracing::error!(
+        name,
+        "lost the controller lease; another controller may lead now"
+    );
+    ExitCode::from(1)
+}
+
+/// Logs what a pass did, one line per change.
+fn log_pass(report: &berth_cluster::controller::PassReport) {
+    for (task, reason) in &report.closed {
+        tracing::info!(task, reason, "closed");
+    }
+    for (task, reason) in &report.stopped {
+        tracing::info!(task, reason, "stopping");
+    }
+    for (service, tasks) in &report.started {
+        tracing::info!(service, count = tasks.len(), "started service tasks");
+    }
+    for (task, node) in &report.placed {
+        tracing::info!(task, node, "placed");
+    }
+    for service in &report.removed {
+        tracing::info!(service, "service removed");
+    }
+    for problem in &report.problems {
+        tracing::warn!(problem, "cannot use a record");
+    }
+    if !report.unplaced.is_empty() || report.conflicts > 0 || report.forgotten > 0 {
+        tracing::info!(
+            pending = report.unplaced.len(),
+            conflicts = report.conflicts,
+            forgotten = report.forgotten,
+            "controller pass"
+        );
+    }
+}
+
+async fn resign(
+    leadership: berth_cluster::election::Leadership,
+    name: &str,
+) -> anyhow::Result<ExitCode> {
     if let Err(e) = leadership.resign().await {
         tracing::warn!(error = %e, "resigning failed; the next controller leads when the lease expires");
     }

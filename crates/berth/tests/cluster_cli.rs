@@ -252,7 +252,8 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
         "{text}"
     );
 
-    // Stop by prefix: desired STOPPED, its assignment gone, its reservation freed.
+    // Stop by prefix: desired STOPPED, its assignment says STOPPED (its node stops it and
+    // reports; no node agent runs here, so it stays there).
     let out = berth(&["cluster", "stop", &new[0][..12], "--etcd", &endpoints]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -262,7 +263,15 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
     );
     let node = placed[&new[0]].clone();
     let left = rt.block_on(cluster.assignments(&node)).unwrap().0;
-    assert!(left.iter().all(|a| a.task != new[0]), "{left:?}");
+    let asg = left
+        .iter()
+        .find(|a| a.task == new[0])
+        .expect("assignment kept");
+    assert_eq!(
+        asg.desired_status,
+        berth_cluster::record::DesiredStatus::Stopped
+    );
+    assert_eq!(asg.reason.as_deref(), Some("Task stopped by user"));
     let stopped = ps(&endpoints)
         .into_iter()
         .find(|t| t["task"] == new[0].as_str())

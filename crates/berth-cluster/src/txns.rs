@@ -1,0 +1,363 @@
+//! The transactions that change tasks and services, each guarded so that a writer working from
+//! an old read writes nothing (and reads again):
+//!
+//! - [`Cluster::submit`]: a new task, only if its id is free;
+//! - [`Cluster::place`] / [`Cluster::place_all`]: the task unchanged since it was read → the task
+//!   with its node and fence, and the assignment under that node (many tasks per transaction,
+//!   each guarded; a batch that fails is retried one by one);
+//! - [`Cluster::set_reason`]: why a pending task is not placed;
+//! - [`Cluster::stop`]: desired STOPPED with a reason; a placed task's assignment says STOPPED
+//!   too (its node stops it and reports), a pending task is closed at once;
+//! - [`Cluster::close`]: the task is over (its node reported it stopped, or the node is gone: then
+//!   guarded on the node record's absence too): closed, and its assignment deleted;
+//! - [`Cluster::forget`]: a closed task's record deleted after the retention;
+//! - services: [`Cluster::create_service`] (only if the name is free), [`Cluster::update_service`]
+//!   (guarded), [`Cluster::remove_service`], and [`Cluster::start_service_tasks`], which writes the
+//!   service record (its `launched` count) in the same transaction as the new tasks, guarded by
+//!   the service's revision, so one shortfall is never filled twice.
+
+use crate::keys;
+use crate::record::{
+    self, Assignment, DesiredStatus, STOPPED, ServiceRecord, StopCode, TaskRecord,
+};
+use crate::store::{Cluster, ClusterError, Versioned};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+
+/// The most operations berth puts in one transaction (etcd's `--max-txn-ops` default is 128).
+pub const MAX_OPS: usize = 128;
+
+fn unchanged(key: String, read: i64) -> Compare {
+    Compare::mod_revision(key, CompareOp::Equal, read)
+}
+
+/// One guarded write: its comparisons and its operations, applied together or not at all.
+/// Several are committed in one transaction by [`Cluster::commit_all`].
+pub struct Guarded {
+    what: &'static str,
+    guards: Vec<Compare>,
+    /// The keys written, with their operations (no transaction may write a key twice).
+    ops: Vec<(String, TxnOp)>,
+}
+
+impl Guarded {
+    fn new(what: &'static str) -> Guarded {
+        Guarded {
+            what,
+            guards: Vec::new(),
+            ops: Vec::new(),
+        }
+    }
+    fn put(mut self, key: String, value: Vec<u8>) -> Guarded {
+        self.ops.push((key.clone(), TxnOp::put(key, value, None)));
+        self
+    }
+    fn delete(mut self, key: String) -> Guarded {
+        self.ops.push((key.clone(), TxnOp::delete(key, None)));
+        self
+    }
+    fn when(mut self, guard: Compare) -> Guarded {
+        self.guards.push(guard);
+        self
+    }
+    fn txn(items: &[&Guarded]) -> Txn {
+        Txn::new()
+            .when(
+                items
+                    .iter()
+                    .flat_map(|g| g.guards.iter().cloned())
+                    .collect::<Vec<_>>(),
+            )
+            .and_then(
+                items
+                    .iter()
+                    .flat_map(|g| g.ops.iter().map(|(_, op)| op.clone()))
+                    .collect::<Vec<_>>(),
+            )
+    }
+}
+
+/// Places `read` on `node`: if the task key is unchanged, the task with its node and fence (the
+/// revision compared against) and the assignment `/berth/assign/<node>/<id>` with that fence.
+pub fn placing(read: &Versioned<TaskRecord>, node: &str) -> Guarded {
+    let mut task = read.value.clone();
+    task.node = Some(node.to_owned());
+    task.fence = Some(read.mod_revision);
+    task.reason = None;
+    let assignment = Assignment {
+        task: task.id.clone(),
+        fence: read.mod_revision,
+        desired_status: DesiredStatus::Running,
+        reason: None,
+    };
+    let key = keys::task(&task.id);
+    Guarded::new("place")
+        .when(unchanged(key.clone(), read.mod_revision))
+        .put(key, record::encode(&task))
+        .put(keys::assign(node, &task.id), record::encode(&assignment))
+}
+
+/// Records why a pending task is not placed.
+pub fn reasoning(read: &Versioned<TaskRecord>, reason: &str) -> Guarded {
+    let mut task = read.value.clone();
+    task.reason = Some(reason.to_owned());
+    let key = keys::task(&task.id);
+    Guarded::new("set reason")
+        .when(unchanged(key.clone(), read.mod_revision))
+        .put(key, record::encode(&task))
+}
+
+/// Asks a task to stop: desired STOPPED with `reason` and `code`. A placed task's assignment
+/// says STOPPED too (its node stops it, reports STOPPED, and the controller then closes it); a
+/// pending task is closed at once (`now_ms`).
+pub fn stopping(
+    read: &Versioned<TaskRecord>,
+    reason: &str,
+    code: StopCode,
+    now_ms: u64,
+) -> Guarded {
+    let mut task = read.value.clone();
+    task.desired_status = DesiredStatus::Stopped;
+    task.reason = Some(reason.to_owned());
+    task.stop_code = Some(code);
+    let key = keys::task(&task.id);
+    let assignment = task.node.as_ref().map(|node| {
+        (
+            keys::assign(node, &task.id),
+            Assignment {
+                task: task.id.clone(),
+                fence: task.fence.unwrap_or(0),
+                desired_status: DesiredStatus::Stopped,
+                reason: Some(reason.to_owned()),
+            },
+        )
+    });
+    if assignment.is_none() {
+        task.last_status = Some(STOPPED.to_owned());
+        task.stopped_at_ms = Some(now_ms);
+    }
+    let mut g = Guarded::new("stop")
+        .when(unchanged(key.clone(), read.mod_revision))
+        .put(key, record::encode(&task));
+    if let Some((k, a)) = assignment {
+        g = g.put(k, record::encode(&a));
+    }
+    g
+}
+
+/// Closes a task: desired and last status STOPPED, `reason` (a task already asked to stop keeps
+/// the reason it was asked with), `code` (likewise), stopped at `now_ms`, its assignment
+/// deleted. With `node_gone`, also guarded on the node record's absence (a node that came back
+/// meanwhile keeps its task).
+pub fn closing(
+    read: &Versioned<TaskRecord>,
+    reason: &str,
+    code: StopCode,
+    now_ms: u64,
+    node_gone: bool,
+) -> Guarded {
+    let mut task = read.value.clone();
+    if task.desired_status != DesiredStatus::Stopped || task.reason.is_none() {
+        task.reason = Some(reason.to_owned());
+    }
+    task.desired_status = DesiredStatus::Stopped;
+    task.stop_code.get_or_insert(code);
+    task.last_status = Some(STOPPED.to_owned());
+    task.stopped_at_ms = Some(now_ms);
+    let key = keys::task(&task.id);
+    let mut g = Guarded::new("close").when(unchanged(key.clone(), read.mod_revision));
+    if let Some(node) = &task.node {
+        g = g.delete(keys::assign(node, &task.id));
+        if node_gone {
+            g = g.when(Compare::create_revision(
+                keys::node(node),
+                CompareOp::Equal,
+                0,
+            ));
+        }
+    }
+    g.put(key, record::encode(&task))
+}
+
+/// Deletes a closed task's record.
+pub fn forgetting(read: &Versioned<TaskRecord>) -> Guarded {
+    let key = keys::task(&read.value.id);
+    Guarded::new("forget")
+        .when(unchanged(key.clone(), read.mod_revision))
+        .delete(key)
+}
+
+/// Deletes a service record (a draining service with no task left).
+pub fn removing_service(read: &Versioned<ServiceRecord>) -> Guarded {
+    let key = keys::service(&read.value.name);
+    Guarded::new("remove service")
+        .when(unchanged(key.clone(), read.mod_revision))
+        .delete(key)
+}
+
+impl Cluster {
+    /// Writes a new task; [`ClusterError::Exists`] when its id is taken (never overwrites).
+    pub async fn submit(&self, task: &TaskRecord) -> Result<i64, ClusterError> {
+        let key = keys::task(&task.id);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, record::encode(task), None)]);
+        let resp = self.txn("submit", txn).await?;
+        if !resp.succeeded() {
+            return Err(ClusterError::Exists(task.id.clone()));
+        }
+        Ok(resp.header().map_or(0, |h| h.revision()))
+    }
+
+    /// Every task with its `mod_revision`, and the store's revision of the read.
+    pub async fn tasks(&self) -> Result<(Vec<Versioned<TaskRecord>>, i64), ClusterError> {
+        let (list, revision) = self.list::<TaskRecord>(keys::TASKS, "task record").await?;
+        Ok((list.into_iter().map(|(_, v)| v).collect(), revision))
+    }
+
+    /// Every service with its `mod_revision`.
+    pub async fn services(&self) -> Result<Vec<Versioned<ServiceRecord>>, ClusterError> {
+        let (list, _) = self
+            .list::<ServiceRecord>(keys::SERVICES, "service record")
+            .await?;
+        Ok(list.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// Commits guarded writes, as many per transaction as [`MAX_OPS`] allows (a transaction
+    /// never writes one key twice); a transaction whose guards fail (one of its writes is
+    /// stale) is committed again one write at a time, so only the stale write is skipped.
+    /// Returns, per write, whether it was applied, and the revision of the last one applied.
+    pub async fn commit_all(&self, writes: &[Guarded]) -> Result<(Vec<bool>, i64), ClusterError> {
+        let mut done = vec![false; writes.len()];
+        let mut revision = 0;
+        let mut start = 0;
+        while start < writes.len() {
+            let mut end = start;
+            let (mut ops, mut guards) = (0, 0);
+            let mut written = std::collections::HashSet::new();
+            while end < writes.len() {
+                let g = &writes[end];
+                let fits = ops + g.ops.len() <= MAX_OPS
+                    && guards + g.guards.len() <= MAX_OPS
+                    && g.ops.iter().all(|(k, _)| !written.contains(k));
+                if !fits && end > start {
+                    break;
+                }
+                ops += g.ops.len();
+                guards += g.guards.len();
+                written.extend(g.ops.iter().map(|(k, _)| k.clone()));
+                end += 1;
+            }
+            let batch: Vec<&Guarded> = writes[start..end].iter().collect();
+            let resp = self.txn(batch[0].what, Guarded::txn(&batch)).await?;
+            if resp.succeeded() {
+                revision = resp.header().map_or(revision, |h| h.revision());
+                done[start..end].fill(true);
+            } else if batch.len() > 1 {
+                for (i, g) in writes[start..end].iter().enumerate() {
+                    let resp = self.txn(g.what, Guarded::txn(&[g])).await?;
+                    if resp.succeeded() {
+                        revision = resp.header().map_or(revision, |h| h.revision());
+                        done[start + i] = true;
+                    }
+                }
+            }
+            start = end;
+        }
+        Ok((done, revision))
+    }
+
+    async fn commit_one(&self, write: Guarded) -> Result<bool, ClusterError> {
+        Ok(self
+            .commit_all(&[write])
+            .await?
+            .0
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// Places one task ([`placing`]); false when it changed since it was read.
+    pub async fn place(
+        &self,
+        read: &Versioned<TaskRecord>,
+        node: &str,
+    ) -> Result<bool, ClusterError> {
+        self.commit_one(placing(read, node)).await
+    }
+
+    /// Records why a pending task is not placed, if the task is unchanged and the reason is new.
+    pub async fn set_reason(
+        &self,
+        read: &Versioned<TaskRecord>,
+        reason: &str,
+    ) -> Result<bool, ClusterError> {
+        if read.value.reason.as_deref() == Some(reason) {
+            return Ok(true);
+        }
+        self.commit_one(reasoning(read, reason)).await
+    }
+
+    /// Asks one task to stop ([`stopping`]); false when it changed since it was read.
+    pub async fn stop(
+        &self,
+        read: &Versioned<TaskRecord>,
+        reason: &str,
+        code: StopCode,
+        now_ms: u64,
+    ) -> Result<bool, ClusterError> {
+        self.commit_one(stopping(read, reason, code, now_ms)).await
+    }
+
+    /// Writes a new service; [`ClusterError::ServiceExists`] when the name is taken.
+    pub async fn create_service(&self, service: &ServiceRecord) -> Result<i64, ClusterError> {
+        let key = keys::service(&service.name);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, record::encode(service), None)]);
+        let resp = self.txn("create service", txn).await?;
+        if !resp.succeeded() {
+            return Err(ClusterError::ServiceExists(service.name.clone()));
+        }
+        Ok(resp.header().map_or(0, |h| h.revision()))
+    }
+
+    /// Replaces a service read at `read.mod_revision` by `new`; false when it changed since.
+    pub async fn update_service(
+        &self,
+        read: &Versioned<ServiceRecord>,
+        new: &ServiceRecord,
+    ) -> Result<bool, ClusterError> {
+        let key = keys::service(&new.name);
+        let txn = Txn::new()
+            .when([unchanged(key.clone(), read.mod_revision)])
+            .and_then([TxnOp::put(key, record::encode(new), None)]);
+        Ok(self.txn("update service", txn).await?.succeeded())
+    }
+
+    /// Starts new tasks for a service: the service record with `launched` counted up and every
+    /// task (each only if its id is free), in one transaction guarded by the service's revision.
+    /// False when the service changed since it was read (another controller started them, or
+    /// the user updated it): nothing was written. Returns the revision of the write.
+    pub async fn start_service_tasks(
+        &self,
+        read: &Versioned<ServiceRecord>,
+        tasks: &[TaskRecord],
+    ) -> Result<Option<i64>, ClusterError> {
+        let mut service = read.value.clone();
+        service.launched += tasks.len() as u64;
+        let key = keys::service(&service.name);
+        let mut guards = vec![unchanged(key.clone(), read.mod_revision)];
+        let mut ops = vec![TxnOp::put(key, record::encode(&service), None)];
+        for t in tasks {
+            let k = keys::task(&t.id);
+            guards.push(Compare::create_revision(k.clone(), CompareOp::Equal, 0));
+            ops.push(TxnOp::put(k, record::encode(t), None));
+        }
+        let resp = self
+            .txn("start service tasks", Txn::new().when(guards).and_then(ops))
+            .await?;
+        Ok(resp
+            .succeeded()
+            .then(|| resp.header().map_or(0, |h| h.revision())))
+    }
+}
