@@ -15,13 +15,16 @@
 //!   statuses;
 //! - [`txns`]: the guarded transactions that change tasks and services;
 //! - [`controller`]: the controller's pass (plan, then execute) and its watch-fed mirror;
-//! - [`election`]: one controller leads.
+//! - [`election`]: one controller leads;
+//! - [`node`]: a node agent's registration, assignment watch and status reports, over the
+//!   [`node::Local`] side that runs the tasks.
 
 pub mod controller;
 pub mod demand;
 pub mod election;
 pub mod expr;
 pub mod keys;
+pub mod node;
 pub mod placement;
 pub mod reconcile;
 pub mod record;

@@ -490,6 +490,17 @@ impl Cluster {
         Ok(revision)
     }
 
+    /// Compacts etcd's history up to `revision` (watches from an older revision are refused
+    /// afterwards); for tests of the resync path and for operators.
+    pub async fn compact(&self, revision: i64) -> Result<(), ClusterError> {
+        self.call(
+            "compact",
+            |mut c| async move { c.compact(revision, None).await },
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Deletes statuses of `node`'s tasks (their assignments are gone).
     pub async fn delete_statuses(&self, node: &str, ids: &[String]) -> Result<(), ClusterError> {
         for chunk in ids.chunks(crate::txns::MAX_OPS) {

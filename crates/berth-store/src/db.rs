@@ -36,7 +36,7 @@ pub const DB_FILE: &str = "berth.redb";
 pub const SCHEMA_VERSION: u64 = 3;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+pub(crate) const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 /// Schema 2's pulled images (reference → [`ImageRecord`]); read only to migrate.
 const IMAGES: TableDefinition<&str, &[u8]> = TableDefinition::new("images");
 const TRACKED: TableDefinition<&str, &[u8]> = TableDefinition::new("tracked_images");
@@ -121,8 +121,8 @@ impl TrackedRecord {
 pub struct Store {
     // Declared first so it is dropped (its thread joined) before the handle.
     writer: Writer,
-    h: Arc<Handle>,
-    path: PathBuf,
+    pub(crate) h: Arc<Handle>,
+    pub(crate) path: PathBuf,
 }
 
 /// A reopened database must hold a schema this berth reads.
@@ -164,7 +164,7 @@ fn probe_write(db: &Database, path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn corrupt(path: &Path, key: &str, e: impl std::fmt::Display) -> StoreError {
+pub(crate) fn corrupt(path: &Path, key: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt {
         path: path.to_path_buf(),
         key: key.to_string(),

@@ -8,6 +8,8 @@
 //!   an I/O error (a full disk, an immutable file) redb refuses every transaction until the
 //!   database is reopened; `handle` notes the error, reopens and verifies the database at the next
 //!   operation, and [`Store::degraded`] says why while it cannot be written.
+//! - [`cluster`]: what a cluster node agent remembers (its node name, lease, the revision its
+//!   assignment watch has processed, the assignments it accepted), beside its tasks.
 //! - [`PulledImages`]: the record of pulled images for `berth run` without an agent, a small JSON
 //!   file (`pulled-images.json`) with a version field, replaced on every change through
 //!   [`berth_fs::write_atomic`] (temporary file in the same directory, fsync, rename, fsync of the
@@ -17,10 +19,12 @@
 //! File system calls that make a file crash-safe (the temporary file, the rename, the fsyncs) are
 //! berth-fs's; this crate decides what is written and when.
 
+pub mod cluster;
 pub mod db;
 mod handle;
 mod writer;
 
+pub use cluster::ClusterMemory;
 pub use db::{Cleanup, Store, TaskRecord, TrackedRecord};
 
 use berth_engine::PullRecord;

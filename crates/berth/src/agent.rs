@@ -16,6 +16,7 @@
 
 mod control;
 pub(crate) mod introspection;
+pub(crate) mod node;
 
 use crate::cmd_run::PullArgs;
 use crate::datadir::{DataDirLock, LockError};
@@ -136,6 +137,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub image_gc: crate::image_gc::ImageGcArgs,
+
+    #[command(flatten)]
+    pub node: node::NodeArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -196,6 +200,9 @@ struct Agent {
     /// Cancelled on SIGTERM/SIGINT: actors stop acting (containers keep running, the store keeps
     /// their last state) and cleanup waits end, so the tracker drains.
     shutdown: CancellationToken,
+    /// As a cluster node (`--etcd`, `--node`): its name, and what the node's status reporter
+    /// waits on (bumped whenever a task's snapshot changes).
+    cluster_node: Option<(String, watch::Sender<u64>)>,
 }
 
 impl Agent {
@@ -213,6 +220,11 @@ impl Agent {
         let (cmd_tx, cmd_rx) = mpsc::channel(8);
         let (snap_tx, snap_rx) = watch::channel(state.clone());
         self.directory.register(snap_rx.clone());
+        // A cluster node's status reporter hears of every change of the task's snapshot.
+        let node_changes = self
+            .cluster_node
+            .as_ref()
+            .map(|(_, changes)| (snap_rx.clone(), changes.clone()));
         let (rep_tx, mut rep_rx) = mpsc::unbounded_channel::<Report>();
         let cleanup_now = Arc::new(Notify::new());
         self.tasks().insert(
@@ -223,6 +235,14 @@ impl Agent {
                 cleanup_now: cleanup_now.clone(),
             },
         );
+        if let Some((mut snapshots, changes)) = node_changes {
+            self.tracker.spawn(async move {
+                changes.send_modify(|n| *n += 1);
+                while snapshots.changed().await.is_ok() {
+                    changes.send_modify(|n| *n += 1);
+                }
+            });
+        }
         let events = self.events.clone();
         let mut observer = self.metrics.observer(&state);
         self.tracker.spawn(async move {
@@ -544,6 +564,11 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let secrets = args.secrets.provider()?;
     let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
+    let identity = args.identity.identity(&data_dir)?;
+    let node_config = args.node.config(&identity)?;
+    if let Some((_, config)) = &node_config {
+        store.claim_cluster_node(&config.name).context("--node")?;
+    }
     // The error names the address tried and what to check.
     let docker = berth_docker::connect(args.docker_host.as_deref()).await?;
     let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
@@ -594,7 +619,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         log_policy,
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
-        identity: args.identity.identity(&data_dir)?,
+        identity,
         container_metadata: args.container_metadata.settings(),
         tasks: Mutex::new(HashMap::new()),
         events,
@@ -605,6 +630,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         image_gc,
         tracker: TaskTracker::new(),
         shutdown: CancellationToken::new(),
+        cluster_node: node_config
+            .as_ref()
+            .map(|(_, c)| (c.name.clone(), watch::channel(0).0)),
     });
     // The registries with engine auth data, never their logins.
     let engine_auth_registries = agent.registry_auth.engine_registries();
@@ -674,6 +702,22 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         Err(e) => tracing::warn!(error = %e, "cannot list berth's containers"),
+    }
+    if let (Some((endpoints, config)), Some((name, changes))) =
+        (node_config, agent.cluster_node.clone())
+    {
+        tracing::info!(node = %name, etcd = %endpoints.join(","), lease_ttl = ?config.lease_ttl, cpu = config.capacity.cpu, memory_mib = config.capacity.memory_mib, "joining the cluster as a node");
+        let local = Arc::new(node::Node {
+            agent: agent.clone(),
+            name,
+            changes,
+        });
+        agent.tracker.spawn(berth_cluster::node::run(
+            endpoints,
+            config,
+            local,
+            agent.shutdown.child_token(),
+        ));
     }
     let (listener, socket) = berth_api::control::bind(&args.api_socket).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

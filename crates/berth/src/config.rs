@@ -204,6 +204,13 @@ const KEYS: &[Key] = &[
         &["NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE"],
         Kind::Value,
     ),
+    key("etcd", &["BERTH_ETCD"], Kind::Value),
+    key("node", &["BERTH_NODE"], Kind::Value),
+    key("node-lease-ttl", &[], Kind::Value),
+    key("node-cpu", &[], Kind::Value),
+    key("node-memory", &[], Kind::Value),
+    key("node-attributes", &[], Kind::Map),
+    key("node-stop-wait", &[], Kind::Value),
     key("image-gc-high-threshold", &[], Kind::Value),
     key("image-gc-low-threshold", &[], Kind::Value),
     key("image-gc-check-interval", &[], Kind::Value),
@@ -277,6 +284,13 @@ const AGENT_ONLY: &[(&str, &str)] = &[
     ("image-gc-high-threshold", "image-gc-high-threshold"),
     ("image-gc-low-threshold", "image-gc-low-threshold"),
     ("image-gc-check-interval", "image-gc-check-interval"),
+    crate::agent::node::KEYS[0],
+    crate::agent::node::KEYS[1],
+    crate::agent::node::KEYS[2],
+    crate::agent::node::KEYS[3],
+    crate::agent::node::KEYS[4],
+    crate::agent::node::KEYS[5],
+    crate::agent::node::KEYS[6],
 ];
 
 /// The keys a subcommand takes, as (key, its long flag there). Subcommands not named here
@@ -539,6 +553,7 @@ pub fn agent_toml(args: &crate::agent::Args) -> anyhow::Result<String> {
     args.registry.put(&mut t);
     args.container_metadata.put(&mut t);
     args.image_gc.config(&[])?.put_toml(&mut t);
+    args.node.put(&mut t);
     Ok(toml::to_string(&t)?)
 }
 

@@ -52,6 +52,8 @@ struct Cli {
     command: Command,
 }
 
+// One value, parsed once at start-up: its variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a task on the local Docker Engine until it stops, then clean up (see `berth run --help`).
@@ -61,7 +63,8 @@ enum Command {
     /// Remove leftover task directories under DATA_DIR/tasks/, unmounting first and never deleting
     /// through a mount (exit 0 all removed, 1 something kept, 75 data directory locked).
     Gc(cmd_gc::Args),
-    /// Run the long-running agent: tasks over a control API, crash-safe state, cleanup after a wait.
+    /// Run the long-running agent: tasks over a control API, crash-safe state, cleanup after a wait;
+    /// with --etcd and --node, a node of a berth cluster.
     Agent(agent::Args),
     /// Serve berth's Docker volume plugin (reference-counted mounts, durable state), or release
     /// leaked references (`berth volume-plugin release`).

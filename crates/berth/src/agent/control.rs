@@ -68,6 +68,13 @@ impl ControlPlane for Control {
 
     async fn submit(&self, mut definition: TaskDefinition) -> Result<Submitted, ControlError> {
         let agent = &self.0;
+        if let Some((node, _)) = &agent.cluster_node {
+            return Err(ControlError::BadRequest {
+                message: format!(
+                    "this agent is cluster node {node}: its tasks come from the cluster; submit with `berth cluster submit FILE --etcd ENDPOINTS`"
+                ),
+            });
+        }
         // This host's log drivers, decided once: the stored definition is what Docker is given,
         // so a restarted agent with another policy keeps what the task started with.
         let warnings = berth_model::logging::apply(&mut definition, &agent.log_policy)

@@ -1,0 +1,543 @@
+//! A node agent's side of the cluster: registration under a lease, the assignment watch, the
+//! status reports. Generic over what runs the tasks on the node ([`Local`]), so the same code
+//! drives `berth agent --etcd … --node …` (the engine on Docker, its memory in the state store)
+//! and the benchmark's simulated fleet (the engine on its fake runtime).
+//!
+//! **What the node remembers** ([`Memory`], durable on the `Local` side): its lease, the etcd
+//! revision its assignments are processed up to, and every assignment it has accepted (task id →
+//! fence) until that assignment is deleted. Accepting an assignment (the task stored and started)
+//! and recording its revision is one durable write, so after a crash the watch resumes after the
+//! last assignment processed: none is missed, and none runs twice, because an accepted id is
+//! never started again (even once its task finished and was cleaned up locally).
+//!
+//! **A session per lease** ([`run`]):
+//! 1. The stored lease is kept if etcd still has it (an agent restarted within the TTL is the
+//!    same node to the controller: nothing was lost). Otherwise the node was lost, or is new:
+//!    its assignments are read in full (the *resync*) before it registers again: accepted tasks
+//!    whose assignment is gone are stopped (the controller closed them as lost and may have
+//!    placed replacements elsewhere: *orphans*), and the node waits for them to stop (at most
+//!    [`NodeConfig::stop_wait`]) before a new lease and node record make it a candidate again. So
+//!    once a lost node is back, no copy of a replaced task runs beside its replacement.
+//! 2. The node record is written under the lease, and every accepted task's status.
+//! 3. The assignment watch runs from the stored revision + 1 (a compacted revision means a
+//!    resync); an assignment is accepted and started, an assignment that says STOPPED stops its
+//!    task, a deleted one is released (its task stopped if it still runs, its status removed).
+//!    The lease is renewed every third of its TTL; statuses are written when they change, all
+//!    changes since the last write in one transaction (coalesced), under the lease, so they go
+//!    with it. The watch asks etcd for a progress answer every [`PROBE`]: a connection that
+//!    carries nothing is replaced.
+//! 4. Cut off from etcd, nothing stops: tasks keep running (as a kubelet's do), renewals and
+//!    writes fail and are tried again. Back in touch: a lease still alive continues the session;
+//!    an expired one starts the next session (step 1).
+//!
+//! A shutdown does not revoke the lease: an agent restarted within the TTL keeps its tasks; one
+//! that stays down is lost when the lease expires.
+
+use crate::keys;
+use crate::record::{self, Assignment, DesiredStatus, NodeRecord, Resources, StatusRecord};
+use crate::store::{Cluster, ClusterError, WatchEvent};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How often the assignment watch asks for a progress answer; one that does not come within
+/// this time again means the watch's connection is dead.
+pub const PROBE: Duration = Duration::from_secs(5);
+
+/// The reason an orphan is stopped with.
+pub const ORPHANED: &str = "Task stopped: its assignment was removed from the cluster while the node was out of touch (it was lost and its tasks closed)";
+
+/// The node's identity and what it offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    pub name: String,
+    pub capacity: Resources,
+    pub attributes: BTreeMap<String, String>,
+    /// berth's version, for `berth cluster nodes`.
+    pub version: String,
+    /// The node lease's TTL (whole seconds, at least 1).
+    pub lease_ttl: Duration,
+    /// How long a node back from being lost waits for its orphans to stop before it registers.
+    pub stop_wait: Duration,
+}
+
+/// What a node keeps across restarts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// The lease of its last registration.
+    pub lease: Option<i64>,
+    /// Assignments are processed up to this etcd revision (0: never).
+    pub revision: i64,
+    /// Accepted assignments, task id → fence, kept until the assignment is deleted.
+    pub accepted: BTreeMap<String, i64>,
+}
+
+/// A task as the node sees it, for its status record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalStatus {
+    /// ECS's `lastStatus`: PENDING, RUNNING or STOPPED.
+    pub last_status: String,
+    /// HEALTHY, UNHEALTHY or UNKNOWN.
+    pub health_status: String,
+    pub stopped_reason: Option<String>,
+    pub failed_to_start: bool,
+}
+
+/// What runs the tasks on a node. Every method that changes [`Memory`] is durable when it
+/// returns `Ok`; an error (the local store cannot be written) leaves the revision where it was,
+/// and the node tries again.
+pub trait Local: Send + Sync + 'static {
+    /// What the node remembers.
+    fn memory(&self) -> impl Future<Output = Result<Memory, String>> + Send;
+    /// Accepts an assignment and starts its task, durably recording it with `fence` and the
+    /// watch `revision`; with `stop`, the task is recorded already asked to stop (nothing runs).
+    /// An accepted id is never started again.
+    fn run(
+        &self,
+        task: record::TaskRecord,
+        fence: i64,
+        revision: i64,
+        stop: Option<String>,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+    /// Asks an accepted task to stop.
+    fn stop(&self, id: &str, reason: &str) -> impl Future<Output = ()> + Send;
+    /// Forgets an accepted assignment (it was deleted), recording `revision`; a task that still
+    /// runs is asked to stop with `reason` first.
+    fn release(
+        &self,
+        id: &str,
+        revision: i64,
+        reason: &str,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+    /// Records that the watch has processed everything up to `revision`.
+    fn seen(&self, revision: i64) -> impl Future<Output = Result<(), String>> + Send;
+    /// Records the lease of the current registration.
+    fn save_lease(&self, lease: i64) -> impl Future<Output = Result<(), String>> + Send;
+    /// Resolves once none of `ids` runs any more.
+    fn settled(&self, ids: &[String]) -> impl Future<Output = ()> + Send;
+    /// Every accepted task's fence and status now.
+    fn statuses(&self) -> BTreeMap<String, (i64, LocalStatus)>;
+    /// Changes whenever a status may have changed.
+    fn changes(&self) -> watch::Receiver<u64>;
+}
+
+/// Now, in milliseconds since the epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Why a session ended.
+enum End {
+    /// The lease is gone: the next session resyncs and registers again.
+    LeaseLost,
+    Shutdown,
+}
+
+/// Runs the node until `shutdown`: connects (again and again while etcd does not answer), then
+/// one session per lease. Errors are logged and retried, never returned: a node agent outlives
+/// any outage of etcd.
+pub async fn run<L: Local>(
+    endpoints: Vec<String>,
+    config: NodeConfig,
+    local: Arc<L>,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(200);
+    let cluster = loop {
+        match Cluster::connect(&endpoints).await {
+            Ok(c) => break c,
+            Err(e) => {
+                tracing::warn!(error = %e, node = %config.name, "cannot reach etcd; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = shutdown.cancelled() => return,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    };
+    let mut lost = false;
+    loop {
+        match session(&cluster, &config, &local, &shutdown, lost).await {
+            Ok(End::Shutdown) => return,
+            Ok(End::LeaseLost) => {
+                tracing::warn!(node = %config.name, "the node's lease is gone: resyncing before registering again");
+                lost = true;
+            }
+            Err(e) => {
+                tracing::warn!(node = %config.name, error = %e, "node session failed; starting again");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = shutdown.cancelled() => return,
+                }
+            }
+        }
+    }
+}
+
+/// An error of the node's local side, as a cluster error for the session's `?`.
+fn local_err(what: &str, e: String) -> ClusterError {
+    ClusterError::WatchEnded {
+        endpoints: "the node's local store".into(),
+        why: format!("{what}: {e}"),
+    }
+}
+
+/// Whether the stored lease is still alive in etcd.
+async fn live_lease(cluster: &Cluster, lease: Option<i64>) -> Result<Option<i64>, ClusterError> {
+    match lease {
+        Some(l) if cluster.keep_alive(l).await? > 0 => Ok(Some(l)),
+        _ => Ok(None),
+    }
+}
+
+/// Registers the node under `lease`.
+async fn register(cluster: &Cluster, config: &NodeConfig, lease: i64) -> Result<(), ClusterError> {
+    cluster
+        .put_node(&NodeRecord {
+            name: config.name.clone(),
+            capacity: config.capacity,
+            attributes: config.attributes.clone(),
+            version: config.version.clone(),
+            registered_at_ms: now_ms(),
+            lease,
+        })
+        .await
+}
+
+async fn session<L: Local>(
+    cluster: &Cluster,
+    config: &NodeConfig,
+    local: &Arc<L>,
+    shutdown: &CancellationToken,
+    lost: bool,
+) -> Result<End, ClusterError> {
+    let memory = local
+        .memory()
+        .await
+        .map_err(|e| local_err("reading the node's memory", e))?;
+    let lease = match live_lease(cluster, memory.lease).await? {
+        Some(lease) => {
+            tracing::info!(node = %config.name, lease, "the node's lease is alive: resuming");
+            if memory.revision == 0 {
+                resync(cluster, config, local.as_ref()).await?;
+            }
+            lease
+        }
+        None => {
+            let orphans = resync(cluster, config, local.as_ref()).await?;
+            if !orphans.is_empty() {
+                tracing::warn!(node = %config.name, orphans = orphans.len(), lost, "stopping tasks whose assignments are gone before registering");
+                if tokio::time::timeout(config.stop_wait, local.settled(&orphans))
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(node = %config.name, wait = ?config.stop_wait, "orphans still stopping; registering anyway");
+                }
+            }
+            let secs = i64::try_from(config.lease_ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+            let lease = cluster.grant(secs).await?;
+            local
+                .save_lease(lease)
+                .await
+                .map_err(|e| local_err("saving the lease", e))?;
+            lease
+        }
+    };
+    register(cluster, config, lease).await?;
+    tracing::info!(node = %config.name, lease, "node registered");
+
+    let reporter = tokio::spawn(report_statuses(
+        cluster.clone(),
+        config.name.clone(),
+        lease,
+        local.clone(),
+    ));
+    let _reporter = AbortOnDrop(reporter);
+    let ttl = config.lease_ttl.max(Duration::from_secs(1));
+    let mut renew = tokio::time::interval(ttl / 3);
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let from = local
+            .memory()
+            .await
+            .map_err(|e| local_err("reading the node's memory", e))?
+            .revision
+            + 1;
+        let mut watch = match cluster
+            .watch(&keys::assign_prefix(&config.name), from)
+            .await
+        {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(node = %config.name, error = %e, "cannot watch the assignments; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = shutdown.cancelled() => return Ok(End::Shutdown),
+                }
+                if live_lease(cluster, Some(lease)).await.ok() == Some(None) {
+                    return Ok(End::LeaseLost);
+                }
+                continue;
+            }
+        };
+        let mut probe = tokio::time::interval(PROBE);
+        probe.tick().await;
+        let mut answered = true;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(End::Shutdown),
+                _ = renew.tick() => {
+                    match cluster.keep_alive(lease).await {
+                        Ok(left) if left > 0 => {}
+                        Ok(_) => return Ok(End::LeaseLost),
+                        Err(e) => tracing::warn!(node = %config.name, error = %e, "renewing the node's lease failed; trying again"),
+                    }
+                }
+                _ = probe.tick() => {
+                    if !answered {
+                        tracing::warn!(node = %config.name, "the assignment watch gave no progress answer; watching again");
+                        break;
+                    }
+                    answered = false;
+                    if watch.request_progress().await.is_err() {
+                        break;
+                    }
+                }
+                next = watch.next() => match next {
+                    Ok((events, seen)) => {
+                        answered = true;
+                        apply(cluster, config, local.as_ref(), events, seen).await?;
+                    }
+                    Err(ClusterError::Compacted { .. }) => {
+                        tracing::warn!(node = %config.name, "the assignments' revision was compacted: resyncing");
+                        resync(cluster, config, local.as_ref()).await?;
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(node = %config.name, error = %e, "the assignment watch ended; watching again");
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                            () = shutdown.cancelled() => return Ok(End::Shutdown),
+                        }
+                        break;
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Aborts a spawned task when dropped (the session's status reporter ends with the session).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Accepts `a` (its task read from etcd and started), or stops it when it says STOPPED.
+async fn assigned<L: Local>(
+    cluster: &Cluster,
+    local: &L,
+    memory: &Memory,
+    a: &Assignment,
+    revision: i64,
+) -> Result<bool, ClusterError> {
+    let stop = (a.desired_status == DesiredStatus::Stopped).then(|| {
+        a.reason
+            .clone()
+            .unwrap_or_else(|| "Task stopped".to_owned())
+    });
+    match memory.accepted.get(&a.task) {
+        Some(&fence) => {
+            if fence != a.fence {
+                tracing::warn!(task = %a.task, fence, new = a.fence, "an assignment with another fence for an accepted task: ignored (a task id is placed once)");
+            } else if let Some(reason) = stop {
+                local.stop(&a.task, &reason).await;
+            }
+            Ok(false)
+        }
+        None => {
+            let Some(task) = cluster.task(&a.task).await? else {
+                tracing::warn!(task = %a.task, "assigned, but no such task: ignored");
+                return Ok(false);
+            };
+            local
+                .run(task.value, a.fence, revision, stop)
+                .await
+                .map_err(|e| local_err("accepting a task", e))?;
+            Ok(true)
+        }
+    }
+}
+
+/// Applies one batch of assignment events, in order; then records `seen`.
+async fn apply<L: Local>(
+    cluster: &Cluster,
+    config: &NodeConfig,
+    local: &L,
+    events: Vec<WatchEvent>,
+    seen: i64,
+) -> Result<(), ClusterError> {
+    let prefix = keys::assign_prefix(&config.name);
+    let mut memory = local
+        .memory()
+        .await
+        .map_err(|e| local_err("reading the node's memory", e))?;
+    // A progress answer moves nothing: the revision is saved with the next change.
+    let mut saved = if events.is_empty() {
+        seen
+    } else {
+        memory.revision
+    };
+    for e in events {
+        let Some(id) = keys::leaf(&prefix, e.key()).map(str::to_owned) else {
+            continue;
+        };
+        match e {
+            WatchEvent::Put {
+                key,
+                value,
+                mod_revision,
+            } => {
+                let a: Assignment = match record::decode(&key, "assignment", &value) {
+                    Ok(a) => a,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "ignored");
+                        continue;
+                    }
+                };
+                if assigned(cluster, local, &memory, &a, mod_revision).await? {
+                    memory.accepted.insert(a.task.clone(), a.fence);
+                    saved = mod_revision;
+                }
+            }
+            WatchEvent::Delete { revision, .. } => {
+                if memory.accepted.remove(&id).is_some() {
+                    local
+                        .release(&id, revision, ORPHANED)
+                        .await
+                        .map_err(|e| local_err("releasing a task", e))?;
+                    saved = revision;
+                }
+            }
+        }
+    }
+    if seen > saved {
+        local
+            .seen(seen)
+            .await
+            .map_err(|e| local_err("recording the revision", e))?;
+    }
+    Ok(())
+}
+
+/// Reads every assignment of the node and brings the node in line: new ones accepted, STOPPED
+/// ones stopped, accepted ones that are gone released. Returns the released ones that may still
+/// run (the orphans). The revision is recorded last, so a crash in the middle resyncs again.
+async fn resync<L: Local>(
+    cluster: &Cluster,
+    config: &NodeConfig,
+    local: &L,
+) -> Result<Vec<String>, ClusterError> {
+    let (list, revision) = cluster.assignments(&config.name).await?;
+    let memory = local
+        .memory()
+        .await
+        .map_err(|e| local_err("reading the node's memory", e))?;
+    let present: BTreeSet<&str> = list.iter().map(|a| a.task.as_str()).collect();
+    let mut accepted = 0usize;
+    for a in &list {
+        if assigned(cluster, local, &memory, a, memory.revision).await? {
+            accepted += 1;
+        }
+    }
+    let mut orphans = Vec::new();
+    for id in memory.accepted.keys() {
+        if !present.contains(id.as_str()) {
+            local
+                .release(id, memory.revision, ORPHANED)
+                .await
+                .map_err(|e| local_err("releasing a task", e))?;
+            orphans.push(id.clone());
+        }
+    }
+    local
+        .seen(revision)
+        .await
+        .map_err(|e| local_err("recording the revision", e))?;
+    tracing::info!(node = %config.name, assignments = list.len(), accepted, released = orphans.len(), revision, "assignments resynced");
+    Ok(orphans)
+}
+
+/// Writes the statuses that changed since the last write, whenever the local side says
+/// something changed (all changes since the last write in one transaction); deletes the statuses
+/// of tasks no longer accepted. A failed write is tried again a second later.
+async fn report_statuses<L: Local>(cluster: Cluster, node: String, lease: i64, local: Arc<L>) {
+    let mut changes = local.changes();
+    let mut reported: BTreeMap<String, (i64, LocalStatus)> = BTreeMap::new();
+    loop {
+        let now = local.statuses();
+        let changed: Vec<StatusRecord> = now
+            .iter()
+            .filter(|(id, s)| reported.get(id.as_str()) != Some(*s))
+            .map(|(id, (fence, s))| StatusRecord {
+                task: id.clone(),
+                fence: *fence,
+                last_status: s.last_status.clone(),
+                health_status: s.health_status.clone(),
+                stopped_reason: s.stopped_reason.clone(),
+                failed_to_start: s.failed_to_start,
+                updated_at_ms: now_ms(),
+            })
+            .collect();
+        let gone: Vec<String> = reported
+            .keys()
+            .filter(|id| !now.contains_key(*id))
+            .cloned()
+            .collect();
+        let mut ok = true;
+        if !changed.is_empty() {
+            match cluster.put_statuses(&node, lease, &changed).await {
+                Ok(_) => {
+                    for st in &changed {
+                        if let Some(s) = now.get(&st.task) {
+                            reported.insert(st.task.clone(), s.clone());
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "writing task statuses failed; trying again");
+                    ok = false;
+                }
+            }
+        }
+        if !gone.is_empty() {
+            match cluster.delete_statuses(&node, &gone).await {
+                Ok(()) => {
+                    for id in &gone {
+                        reported.remove(id);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "deleting task statuses failed; trying again");
+                    ok = false;
+                }
+            }
+        }
+        if ok {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        } else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! The agent as a cluster node (`berth agent --etcd ENDPOINTS --node NAME`): its options, and its
+//! side of berth-cluster's node loop ([`berth_cluster::node::Local`]) over the agent's task
+//! table, actors and state store. The node loop (registration, lease, assignment watch, status
+//! reports) is berth-cluster's; this module only runs, stops and reports tasks the way the
+//! control API's submit and stop do, and keeps the node's memory in the state store
+//! (`berth_store::cluster`).
+//!
+//! A cluster task keeps its cluster id as its local id; its containers get the Docker labels
+//! `berth.node=<node>` and, for a service's task, `berth.service=<service>` (added to the
+//! definition's `dockerLabels` when the task is accepted, as ECS adds its `com.amazonaws.ecs.*`
+//! labels). Submits through the control API are refused on a node: placement only counts what
+//! the cluster placed.
+
+use super::{Agent, Start};
+use anyhow::{anyhow, bail};
+use berth_cluster::node::{Local, LocalStatus, Memory, NodeConfig};
+use berth_cluster::record::{Resources, TaskRecord as ClusterTask};
+use berth_engine::report::now_ms;
+use berth_engine::{Command, Health, Status, StopKind, TaskState};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The Docker label naming the node a cluster task runs on.
+pub const LABEL_NODE: &str = "berth.node";
+/// The Docker label naming the service of a service's task.
+pub const LABEL_SERVICE: &str = "berth.service";
+
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct NodeArgs {
+    /// Join a berth cluster as a node: etcd's client URLs, comma-separated
+    /// (http://HOST:PORT[,…]). Tasks then come from the cluster (`berth cluster submit`,
+    /// services), not from `berth submit`. Needs --node.
+    #[arg(long, env = "BERTH_ETCD", value_name = "ENDPOINTS", requires = "node")]
+    pub etcd: Option<String>,
+
+    /// This node's name in the cluster (letters, digits, '-', '_', '.'; the host name is a good
+    /// one). A data directory serves one node name for good.
+    #[arg(long, env = "BERTH_NODE", value_name = "NAME", requires = "etcd")]
+    pub node: Option<String>,
+
+    /// The node's lease: how long after the agent stops renewing it (crash, partition) the
+    /// cluster counts the node as lost, closes its tasks and replaces its service tasks
+    /// (whole seconds, at least 2s).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub node_lease_ttl: Duration,
+
+    /// CPU units the node offers to tasks (1024 per core). Default: every core of the host.
+    #[arg(long, value_name = "UNITS")]
+    pub node_cpu: Option<u64>,
+
+    /// Memory in MiB the node offers to tasks. Default: the host's total memory.
+    #[arg(long, value_name = "MIB")]
+    pub node_memory: Option<u64>,
+
+    /// A node attribute for placement constraints (`memberOf(attribute:KEY == VALUE)`) and
+    /// `spread(attribute:KEY)`, repeatable. berth adds ECS's `ecs.os-type`, `ecs.os-family`,
+    /// `ecs.cpu-architecture` and `ecs.availability-zone`.
+    #[arg(long = "node-attribute", value_name = "KEY=VALUE")]
+    pub node_attributes: Vec<String>,
+
+    /// How long a node that was lost (and comes back) waits for the tasks the cluster replaced
+    /// meanwhile to stop, before it registers again.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub node_stop_wait: Duration,
+}
+
+/// The config-file keys of [`NodeArgs`] (the key, its long flag).
+pub const KEYS: [(&str, &str); 7] = [
+    ("etcd", "etcd"),
+    ("node", "node"),
+    ("node-lease-ttl", "node-lease-ttl"),
+    ("node-cpu", "node-cpu"),
+    ("node-memory", "node-memory"),
+    ("node-attributes", "node-attribute"),
+    ("node-stop-wait", "node-stop-wait"),
+];
+
+/// ECS's attribute name rule: 1–128 letters, digits, `-`, `_`, `/`, `\`, `.`.
+fn check_attribute(key: &str, value: &str) -> Result<(), String> {
+    if key.is_empty()
+        || key.len() > 128
+        || !key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '\\' | '.'))
+    {
+        return Err(format!(
+            "{key:?} is not an attribute name: 1 to 128 letters, digits, '-', '_', '/', '\\' or '.'"
+        ));
+    }
+    if key.starts_with("ecs.") {
+        return Err(format!(
+            "{key:?}: the ecs. prefix is kept for the attributes berth sets itself"
+        ));
+    }
+    if value.is_empty()
+        || value.len() > 128
+        || value.starts_with(' ')
+        || value.ends_with(' ')
+        || !value.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '/' | '\\' | ':' | ' ')
+        })
+    {
+        return Err(format!(
+            "{value:?} is not an attribute value: 1 to 128 letters, digits, '-', '_', '.', '@', '/', '\\', ':' or inner spaces"
+        ));
+    }
+    Ok(())
+}
+
+/// The host's total memory in MiB, from /proc/meminfo.
+fn host_memory_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
+/// ECS's `ecs.cpu-architecture` value for this build.
+fn cpu_architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+impl NodeArgs {
+    /// The endpoints and the node's configuration, or None when the agent is not a node. Every
+    /// problem names its option.
+    pub fn config(
+        &self,
+        identity: &berth_engine::Identity,
+    ) -> anyhow::Result<Option<(Vec<String>, NodeConfig)>> {
+        let (Some(etcd), Some(name)) = (&self.etcd, &self.node) else {
+            return Ok(None);
+        };
+        let endpoints = berth_cluster::store::parse_endpoints(etcd).map_err(|e| anyhow!(e))?;
+        berth_cluster::keys::check_name("node", name).map_err(|e| anyhow!("--node: {e}"))?;
+        if self.node_lease_ttl < Duration::from_secs(2) {
+            bail!(
+                "--node-lease-ttl: {:?} is below 2s; etcd leases count whole seconds and need a second of headroom, e.g. 10s",
+                self.node_lease_ttl
+            );
+        }
+        let mut attributes = BTreeMap::new();
+        for text in &self.node_attributes {
+            let (k, v) = text.split_once('=').ok_or_else(|| {
+                anyhow!("--node-attribute: {text:?} is not KEY=VALUE, e.g. zone=eu-1a")
+            })?;
+            check_attribute(k, v).map_err(|e| anyhow!("--node-attribute: {e}"))?;
+            attributes.insert(k.to_owned(), v.to_owned());
+        }
+        attributes.insert("ecs.os-type".into(), "linux".into());
+        attributes.insert("ecs.os-family".into(), "LINUX".into());
+        attributes.insert("ecs.cpu-architecture".into(), cpu_architecture().into());
+        attributes.insert(
+            "ecs.availability-zone".into(),
+            identity.availability_zone.clone(),
+        );
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let cpu = self.node_cpu.unwrap_or(cores as u64 * 1024);
+        let memory_mib = match self.node_memory {
+            Some(m) => m,
+            None => host_memory_mib().ok_or_else(|| {
+                anyhow!("cannot read the host's memory from /proc/meminfo; give --node-memory MIB")
+            })?,
+        };
+        Ok(Some((
+            endpoints,
+            NodeConfig {
+                name: name.clone(),
+                capacity: Resources { cpu, memory_mib },
+                attributes,
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                lease_ttl: self.node_lease_ttl,
+                stop_wait: self.node_stop_wait,
+            },
+        )))
+    }
+
+    /// The keys for `--print-config`.
+    pub fn put(&self, t: &mut toml::Table) {
+        if let Some(e) = &self.etcd {
+            t.insert("etcd".into(), e.clone().into());
+        }
+        if let Some(n) = &self.node {
+            t.insert("node".into(), n.clone().into());
+        }
+        let d = |d: Duration| humantime::format_duration(d).to_string();
+        t.insert("node-lease-ttl".into(), d(self.node_lease_ttl).into());
+        if let Some(c) = self.node_cpu {
+            t.insert(
+                "node-cpu".into(),
+                i64::try_from(c).unwrap_or(i64::MAX).into(),
+            );
+        }
+        if let Some(m) = self.node_memory {
+            t.insert(
+                "node-memory".into(),
+                i64::try_from(m).unwrap_or(i64::MAX).into(),
+            );
+        }
+        if !self.node_attributes.is_empty() {
+            let table: toml::Table = self
+                .node_attributes
+                .iter()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_owned(), toml::Value::from(v)))
+                .collect();
+            t.insert("node-attributes".into(), table.into());
+        }
+        t.insert("node-stop-wait".into(), d(self.node_stop_wait).into());
+    }
+}
+
+/// ECS's `lastStatus` and `healthStatus` of a task as the engine holds it.
+pub fn local_status(state: &TaskState) -> LocalStatus {
+    let known = state.known();
+    let last_status = match known {
+        Status::Stopped => "STOPPED",
+        Status::Running => "RUNNING",
+        _ => "PENDING",
+    };
+    // ECS: UNHEALTHY when an essential container is, HEALTHY when every essential container
+    // with a health check is, UNKNOWN otherwise.
+    let checked: Vec<Health> = (0..state.containers.len())
+        .filter(|&i| state.def(i).essential && state.def(i).health_check.is_some())
+        .map(|i| state.containers[i].health)
+        .collect();
+    let health = if checked.contains(&Health::Unhealthy) {
+        "UNHEALTHY"
+    } else if !checked.is_empty() && checked.iter().all(|h| *h == Health::Healthy) {
+        "HEALTHY"
+    } else {
+        "UNKNOWN"
+    };
+    LocalStatus {
+        last_status: last_status.to_owned(),
+        health_status: health.to_owned(),
+        stopped_reason: (known == Status::Stopped)
+            .then(|| state.stopped_reason.clone())
+            .flatten(),
+        failed_to_start: state.stop_kind == Some(StopKind::Failed),
+    }
+}
+
+/// The agent as a node's local side.
+pub struct Node {
+    pub(super) agent: Arc<Agent>,
+    pub(super) name: String,
+    /// Bumped whenever a cluster task's snapshot changes (the status reporter waits on it).
+    pub(super) changes: watch::Sender<u64>,
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl Node {
+    /// Sends a stop to the task's actor, if it still has one.
+    async fn ask_stop(&self, id: &str, reason: &str) {
+        let sender = self.agent.tasks().get(id).map(|e| e.commands.clone());
+        if let Some(sender) = sender {
+            let _ = sender
+                .send(Command::Stop {
+                    reason: reason.to_owned(),
+                })
+                .await;
+        }
+    }
+}
+
+impl Local for Node {
+    async fn memory(&self) -> Result<Memory, String> {
+        let m = self.agent.store.cluster_memory().map_err(err)?;
+        Ok(Memory {
+            lease: m.lease,
+            revision: m.revision,
+            accepted: m.accepted,
+        })
+    }
+
+    async fn run(
+        &self,
+        task: ClusterTask,
+        fence: i64,
+        revision: i64,
+        stop: Option<String>,
+    ) -> Result<(), String> {
+        let mut definition = task.definition;
+        // This host's log drivers, as a submit applies them (the warnings go to the log).
+        for w in berth_model::logging::apply(&mut definition, &self.agent.log_policy) {
+            tracing::warn!(task = %task.id, "{w}");
+        }
+        for c in &mut definition.container_definitions {
+            c.docker_labels
+                .insert(LABEL_NODE.to_owned(), self.name.clone());
+            if let Some(service) = &task.service {
+                c.docker_labels
+                    .insert(LABEL_SERVICE.to_owned(), service.clone());
+            }
+        }
+        let mut state = TaskState::new(task.id.clone(), definition, now_ms());
+        if let Some(reason) = &stop {
+            // Asked to stop before it ran: its containers are marked STOPPED with no Docker call.
+            state.request_stop(reason, StopKind::Requested);
+        }
+        let rec = berth_store::TaskRecord {
+            state: state.clone(),
+            cleanup: Default::default(),
+        };
+        self.agent
+            .store
+            .accept_cluster_task(&rec, fence, revision)
+            .map_err(err)?;
+        tracing::info!(task = %task.id, fence, "accepted an assignment");
+        self.agent.metrics.task_submitted();
+        self.agent.spawn(state, Start::New);
+        Ok(())
+    }
+
+    async fn stop(&self, id: &str, reason: &str) {
+        self.ask_stop(id, reason).await;
+    }
+
+    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), String> {
+        let running = self
+            .agent
+            .snapshot(id)
+            .is_some_and(|s| s.known() != Status::Stopped);
+        if running {
+            tracing::warn!(task = %id, "its assignment is gone: stopping it");
+            self.ask_stop(id, reason).await;
+        }
+        self.agent
+            .store
+            .release_cluster_task(id, revision)
+            .map_err(err)?;
+        // The accepted set changed: the reporter removes its status.
+        self.changes.send_modify(|n| *n += 1);
+        Ok(())
+    }
+
+    async fn seen(&self, revision: i64) -> Result<(), String> {
+        self.agent
+            .store
+            .save_cluster_revision(revision)
+            .map_err(err)
+    }
+
+    async fn save_lease(&self, lease: i64) -> Result<(), String> {
+        self.agent.store.save_cluster_lease(lease).map_err(err)
+    }
+
+    async fn settled(&self, ids: &[String]) {
+        for id in ids {
+            let rx = self.agent.tasks().get(id).map(|e| e.snapshot.clone());
+            if let Some(mut rx) = rx {
+                let _ = rx.wait_for(|s| s.known() == Status::Stopped).await;
+            }
+        }
+    }
+
+    fn statuses(&self) -> BTreeMap<String, (i64, LocalStatus)> {
+        let accepted = match self.agent.store.cluster_memory() {
+            Ok(m) => m.accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the accepted assignments");
+                return BTreeMap::new();
+            }
+        };
+        accepted
+            .into_iter()
+            .map(|(id, fence)| {
+                let status = match self.agent.snapshot(&id) {
+                    Some(s) => local_status(&s),
+                    // Cleaned up here before the cluster closed it (the controller was away for
+                    // the whole cleanup wait): it stopped, and its reason is gone with it.
+                    None => LocalStatus {
+                        last_status: "STOPPED".into(),
+                        health_status: "UNKNOWN".into(),
+                        stopped_reason: Some(
+                            "Task stopped; its record was cleaned up on the node".into(),
+                        ),
+                        failed_to_start: false,
+                    },
+                };
+                (id, (fence, status))
+            })
+            .collect()
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+}
