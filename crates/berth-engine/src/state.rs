@@ -448,6 +448,34 @@ impl TaskState {
             .unwrap_or(Status::Stopped)
     }
 
+    /// ECS's task `lastStatus`: `PENDING` until every container has run, `RUNNING`, `STOPPED`.
+    pub fn ecs_last_status(&self) -> &'static str {
+        match self.known() {
+            Status::Stopped => "STOPPED",
+            Status::Running => "RUNNING",
+            _ => "PENDING",
+        }
+    }
+
+    /// ECS's task `healthStatus`: UNHEALTHY when an essential container with a health check is,
+    /// HEALTHY when every one of them is, UNKNOWN otherwise (none has a check, or no result yet).
+    pub fn health_status(&self) -> Health {
+        let checked: Vec<Health> = self
+            .containers
+            .iter()
+            .zip(&self.definition.container_definitions)
+            .filter(|(_, d)| d.essential && d.health_check.is_some())
+            .map(|(c, _)| c.health)
+            .collect();
+        if checked.contains(&Health::Unhealthy) {
+            Health::Unhealthy
+        } else if !checked.is_empty() && checked.iter().all(|h| *h == Health::Healthy) {
+            Health::Healthy
+        } else {
+            Health::Unknown
+        }
+    }
+
     /// Index of the container with this definition name.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.containers.iter().position(|c| c.name == name)

@@ -88,6 +88,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let mut last_write = 0;
     loop {
         let next = tokio::time::Instant::now() + args.interval;
+        let began = tokio::time::Instant::now();
         let pass = async {
             mirror.catch_up(last_write).await?;
             let now = now_ms();
@@ -102,7 +103,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         match pass.await {
             Ok(report) => {
                 last_write = last_write.max(report.revision);
-                log_pass(&report);
+                log_pass(&report, began.elapsed());
             }
             // etcd unreachable or a member lost: the next pass reads again.
             Err(e) => tracing::warn!(error = %e, "controller pass failed"),
@@ -130,7 +131,7 @@ fn lost(name: &str) -> ExitCode {
 }
 
 /// Logs what a pass did, one line per change.
-fn log_pass(report: &berth_cluster::controller::PassReport) {
+fn log_pass(report: &berth_cluster::controller::PassReport, took: Duration) {
     for (task, reason) in &report.closed {
         tracing::info!(task, reason, "closed");
     }
@@ -149,11 +150,16 @@ fn log_pass(report: &berth_cluster::controller::PassReport) {
     for problem in &report.problems {
         tracing::warn!(problem, "cannot use a record");
     }
-    if !report.unplaced.is_empty() || report.conflicts > 0 || report.forgotten > 0 {
+    if !report.is_quiet() {
         tracing::info!(
+            placed = report.placed.len(),
             pending = report.unplaced.len(),
+            closed = report.closed.len(),
+            stopped = report.stopped.len(),
+            started = report.started.iter().map(|(_, t)| t.len()).sum::<usize>(),
             conflicts = report.conflicts,
             forgotten = report.forgotten,
+            took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
             "controller pass"
         );
     }

@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail};
 use berth_cluster::node::{Local, LocalStatus, Memory, NodeConfig};
 use berth_cluster::record::{Resources, TaskRecord as ClusterTask};
 use berth_engine::report::now_ms;
-use berth_engine::{Command, Health, Status, StopKind, TaskState};
+use berth_engine::{Command, Status, StopKind, TaskState};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -214,33 +214,13 @@ impl NodeArgs {
     }
 }
 
-/// ECS's `lastStatus` and `healthStatus` of a task as the engine holds it.
+/// A task's status for its cluster status record, from the engine's state.
 pub fn local_status(state: &TaskState) -> LocalStatus {
-    let known = state.known();
-    let last_status = match known {
-        Status::Stopped => "STOPPED",
-        Status::Running => "RUNNING",
-        _ => "PENDING",
-    };
-    // ECS: UNHEALTHY when an essential container is, HEALTHY when every essential container
-    // with a health check is, UNKNOWN otherwise.
-    let checked: Vec<Health> = (0..state.containers.len())
-        .filter(|&i| state.def(i).essential && state.def(i).health_check.is_some())
-        .map(|i| state.containers[i].health)
-        .collect();
-    let health = if checked.contains(&Health::Unhealthy) {
-        "UNHEALTHY"
-    } else if !checked.is_empty() && checked.iter().all(|h| *h == Health::Healthy) {
-        "HEALTHY"
-    } else {
-        "UNKNOWN"
-    };
+    let stopped = state.known() == Status::Stopped;
     LocalStatus {
-        last_status: last_status.to_owned(),
-        health_status: health.to_owned(),
-        stopped_reason: (known == Status::Stopped)
-            .then(|| state.stopped_reason.clone())
-            .flatten(),
+        last_status: state.ecs_last_status().to_owned(),
+        health_status: state.health_status().as_str().to_owned(),
+        stopped_reason: stopped.then(|| state.stopped_reason.clone()).flatten(),
         failed_to_start: state.stop_kind == Some(StopKind::Failed),
     }
 }
