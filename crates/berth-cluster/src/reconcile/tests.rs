@@ -1,10 +1,21 @@
-//! Tests of [`plan`], the controller's decisions: one unit test per rule of the module's
-//! header, each asserting the exact actions (reasons and stop codes included) for a small view
-//! built with [`Views`].
+//! Tests of [`plan`], the controller's decisions:
+//!
+//! - one unit test per rule of the module's header, each asserting the exact actions (reasons
+//!   and stop codes included) for a small view built with [`Views`];
+//! - model-based property tests (`cluster_model`, `every_rolling_update_finishes`): a tiny
+//!   simulated cluster ([`Sim`]) in which each plan's actions are applied as etcd and the node
+//!   agents would apply them, under random faults (nodes lost or drained, tasks exiting or
+//!   stopped by a user, slow agents) and service changes (desired counts, rolling updates with
+//!   random percentages, removals); ECS's rolling-update bounds and placement's rules are
+//!   checked after every pass ([`check_pass`]), and convergence once the faults stop
+//!   ([`check_settled`]).
 
 use super::*;
 use crate::record::{NodeRecord, Resources, STOPPED, StatusRecord};
 use berth_model::TaskDefinition;
+use proptest::prelude::{Just, ProptestConfig, any, prop, prop_assert, prop_oneof, proptest};
+use proptest::strategy::Strategy as _;
+use proptest::test_runner::TestCaseError;
 
 // ---------------------------------------------------------------------------------------------
 // Builders
@@ -920,4 +931,712 @@ fn a_service_whose_record_cannot_make_tasks_is_a_problem_not_an_action() {
             ],
         }
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model
+
+/// A service's settings as the script sets them.
+#[derive(Debug, Clone)]
+struct Spec {
+    desired: u32,
+    min: u32,
+    max: u32,
+    health_check: bool,
+}
+
+/// Something that happens to the cluster between two passes.
+#[derive(Debug, Clone)]
+enum Event {
+    /// The i-th node (of those still registered) loses its lease: record and statuses gone.
+    LoseNode(usize),
+    /// The i-th node is asked to drain.
+    DrainNode(usize),
+    /// The i-th task reported RUNNING exits on its own (its node reports it STOPPED).
+    Crash(usize),
+    /// A user stops the i-th open task (`berth cluster stop`).
+    UserStop(usize),
+    /// A standalone task is submitted.
+    Submit,
+    /// The i-th service's desired count changes.
+    Scale(usize, u32),
+    /// The i-th service gets a new deployment with these settings (a rolling update).
+    Deploy(usize, Spec),
+    /// The i-th service is removed (DRAINING until its tasks are gone).
+    Remove(usize),
+}
+
+/// Passes the model's controller runs at most, once the faults stop, before every service has
+/// settled and every closed task is forgotten. The slowest rolling update goes one task over
+/// the maximum at a time, four passes each: a pass starts and places the task, its node reports
+/// it running after the next pass, the pass after asks an old task to stop, its node reports
+/// that after the next pass, and the pass after closes the old task and starts the next one.
+/// For 8 tasks, 32 passes; then the retention, after which the last closed task is forgotten;
+/// and a margin for what was under way when the faults stopped.
+const SETTLE_PASSES: usize = 4 * 8 + RETENTION_PASSES as usize + 8;
+/// The model's retention, in passes of one second.
+const RETENTION_PASSES: u64 = 5;
+const STEP_MS: u64 = 1_000;
+const USER_STOP: &str = "Task stopped by user";
+
+/// The simulated cluster: the view as etcd would hold it after each write.
+struct Sim {
+    view: ClusterView,
+    settings: Settings,
+    now: u64,
+    ids: u64,
+    deployments: u64,
+}
+
+fn spec_strategy() -> impl proptest::strategy::Strategy<Value = Spec> {
+    (0..=8u32, 0..=100u32, 0..=100u32, any::<bool>()).prop_map(|(desired, min, extra, hc)| {
+        Spec {
+            desired,
+            min,
+            // ECS's ranges: the maximum at least 100 % and above the minimum.
+            max: 100u32.max(min + 1) + extra,
+            health_check: hc,
+        }
+    })
+}
+
+fn event_strategy() -> impl proptest::strategy::Strategy<Value = Event> {
+    prop_oneof![
+        1 => (0..6usize).prop_map(Event::LoseNode),
+        1 => (0..6usize).prop_map(Event::DrainNode),
+        2 => (0..64usize).prop_map(Event::Crash),
+        1 => (0..64usize).prop_map(Event::UserStop),
+        1 => Just(Event::Submit),
+        3 => (0..3usize, 0..=8u32).prop_map(|(s, d)| Event::Scale(s, d)),
+        3 => (0..3usize, spec_strategy()).prop_map(|(s, spec)| Event::Deploy(s, spec)),
+        1 => (0..3usize).prop_map(Event::Remove),
+    ]
+}
+
+impl Sim {
+    fn new(node_slots: &[u64], services: &[Spec], max_starts: usize) -> Sim {
+        let mut sim = Sim {
+            view: ClusterView::default(),
+            settings: Settings {
+                stopped_retention_ms: RETENTION_PASSES * STEP_MS,
+                max_starts,
+            },
+            now: 1_000_000,
+            ids: 0,
+            deployments: 0,
+        };
+        for (i, slots) in node_slots.iter().enumerate() {
+            sim.add_node(&format!("n{i}"), *slots);
+        }
+        for (i, spec) in services.iter().enumerate() {
+            let name = format!("svc{i}");
+            let mut svc = service(&name, spec.desired, spec.min, spec.max);
+            svc.definition = definition(&name, spec.health_check);
+            svc.deployment = sim.deployment();
+            let mod_revision = sim.write();
+            sim.view.services.insert(
+                name,
+                Versioned {
+                    value: svc,
+                    mod_revision,
+                },
+            );
+        }
+        sim
+    }
+
+    fn write(&mut self) -> i64 {
+        self.view.revision += 1;
+        self.view.revision
+    }
+
+    fn deployment(&mut self) -> String {
+        self.deployments += 1;
+        format!("ecs-svc/{}", self.deployments)
+    }
+
+    fn add_node(&mut self, name: &str, slots: u64) {
+        self.write();
+        self.view
+            .nodes
+            .insert(name.to_owned(), node_record(name, slots));
+    }
+
+    fn edit_task(&mut self, id: &str, change: impl FnOnce(&mut TaskRecord)) {
+        let rev = self.write();
+        if let Some(t) = self.view.tasks.get_mut(id) {
+            change(&mut t.value);
+            t.mod_revision = rev;
+        }
+    }
+
+    fn edit_service(&mut self, i: usize, change: impl FnOnce(&mut ServiceRecord, &mut Sim)) {
+        let Some(name) = self.view.services.keys().nth(i).cloned() else {
+            return;
+        };
+        let mut svc = self.view.services[&name].value.clone();
+        if svc.status == ServiceStatus::Draining {
+            return;
+        }
+        change(&mut svc, self);
+        let mod_revision = self.write();
+        self.view.services.insert(
+            name,
+            Versioned {
+                value: svc,
+                mod_revision,
+            },
+        );
+    }
+
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::LoseNode(i) => {
+                if let Some(name) = self.view.nodes.keys().nth(*i).cloned() {
+                    self.write();
+                    self.view.nodes.remove(&name);
+                    self.view.statuses.retain(|(node, _), _| *node != name);
+                }
+            }
+            Event::DrainNode(i) => {
+                if let Some(name) = self.view.nodes.keys().nth(*i).cloned() {
+                    self.write();
+                    self.view.drains.insert(name);
+                }
+            }
+            Event::Crash(i) => {
+                let running: Vec<(String, i64, String)> = self
+                    .view
+                    .tasks
+                    .values()
+                    .map(|t| &t.value)
+                    .filter(|t| !t.is_closed() && t.desired_status == DesiredStatus::Running)
+                    .filter_map(|t| {
+                        let s = self.view.status_of(t)?;
+                        (s.last_status == "RUNNING")
+                            .then(|| (t.id.clone(), s.fence, t.node.clone().unwrap_or_default()))
+                    })
+                    .collect();
+                if !running.is_empty() {
+                    let (id, fence, node) = running[i % running.len()].clone();
+                    self.write();
+                    let mut report = status(&id, fence, "STOPPED", "UNKNOWN");
+                    report.stopped_reason = Some("Essential container in task exited".into());
+                    self.view.statuses.insert((node, id), report);
+                }
+            }
+            Event::UserStop(i) => {
+                let open: Vec<String> = self
+                    .view
+                    .tasks
+                    .values()
+                    .filter(|t| {
+                        !t.value.is_closed() && t.value.desired_status == DesiredStatus::Running
+                    })
+                    .map(|t| t.value.id.clone())
+                    .collect();
+                if !open.is_empty() {
+                    let id = open[i % open.len()].clone();
+                    let now = self.now;
+                    self.edit_task(&id, |t| {
+                        stop_task(t, USER_STOP, StopCode::UserInitiated, now)
+                    });
+                }
+            }
+            Event::Submit => {
+                self.ids += 1;
+                let task = TaskRecord::pending(
+                    format!("solo{}", self.ids),
+                    definition("solo", false),
+                    Vec::new(),
+                    Vec::new(),
+                    self.now,
+                )
+                .expect("a valid task");
+                let mod_revision = self.write();
+                self.view.tasks.insert(
+                    task.id.clone(),
+                    Versioned {
+                        value: task,
+                        mod_revision,
+                    },
+                );
+            }
+            Event::Scale(i, desired) => self.edit_service(*i, |svc, _| {
+                svc.desired_count = *desired;
+            }),
+            Event::Deploy(i, spec) => self.edit_service(*i, |svc, sim| {
+                svc.desired_count = spec.desired;
+                svc.minimum_healthy_percent = spec.min;
+                svc.maximum_percent = spec.max;
+                svc.definition = definition(&svc.name, spec.health_check);
+                svc.deployment = sim.deployment();
+            }),
+            Event::Remove(i) => self.edit_service(*i, |svc, _| {
+                svc.status = ServiceStatus::Draining;
+            }),
+        }
+    }
+
+    /// The node agents, after a pass, act on what was written before it (up to revision
+    /// `seen`): a placed task starts (RUNNING, and HEALTHY when checked), a task asked to stop
+    /// stops. So the next pass sees a task placed or stopped one pass before it as not yet
+    /// running or still stopping, and the pass after sees the node's report. A node whose bit
+    /// (`n<i>`: bit i) is set in `slow` does nothing this time. Returns how many reports changed.
+    fn agents(&mut self, seen: i64, slow: u8) -> usize {
+        let is_slow = |node: &str| {
+            node.strip_prefix('n')
+                .and_then(|i| i.parse::<u32>().ok())
+                .is_some_and(|i| slow & (1 << i) != 0)
+        };
+        let mut reports: Vec<(String, StatusRecord)> = Vec::new();
+        for t in self.view.tasks.values() {
+            let task = &t.value;
+            let (Some(node), Some(fence)) = (&task.node, task.fence) else {
+                continue;
+            };
+            if task.is_closed()
+                || t.mod_revision > seen
+                || is_slow(node)
+                || !self.view.nodes.contains_key(node)
+            {
+                continue;
+            }
+            let now = self.view.status_of(task).map(|s| s.last_status.as_str());
+            let report = match (task.desired_status, now) {
+                (DesiredStatus::Running, None) => {
+                    let checked = task
+                        .definition
+                        .container_definitions
+                        .iter()
+                        .any(|c| c.essential && c.health_check.is_some());
+                    let health = if checked { "HEALTHY" } else { "UNKNOWN" };
+                    status(&task.id, fence, "RUNNING", health)
+                }
+                (DesiredStatus::Stopped, s) if s != Some("STOPPED") => StatusRecord {
+                    stopped_reason: task.reason.clone(),
+                    ..status(&task.id, fence, "STOPPED", "UNKNOWN")
+                },
+                _ => continue,
+            };
+            reports.push((node.clone(), report));
+        }
+        let changed = reports.len();
+        for (node, report) in reports {
+            self.write();
+            self.view
+                .statuses
+                .insert((node, report.task.clone()), report);
+        }
+        changed
+    }
+
+    /// One controller pass (plan, apply, check), then the node agents' turn (nodes in `slow`
+    /// skip it). Returns the plan and how many reports the agents changed.
+    fn pass(&mut self, slow: u8) -> Result<(Plan, usize), TestCaseError> {
+        let before = self.view.clone();
+        let mut ids = self.ids;
+        let decided = plan(&before, &self.settings, self.now, &mut || {
+            ids += 1;
+            format!("t{ids}")
+        });
+        self.ids = ids;
+        prop_assert!(
+            decided.problems.is_empty(),
+            "problems: {:?}",
+            decided.problems
+        );
+        self.apply(&before, &decided)?;
+        check_pass(&before, &self.view, &decided)?;
+        let reports = self.agents(before.revision, slow);
+        self.now += STEP_MS;
+        Ok((decided, reports))
+    }
+
+    /// Applies a plan as [`crate::controller::execute`] and [`crate::txns`] would: every write
+    /// guarded by the revision its record had in the view the plan was made from.
+    fn apply(&mut self, before: &ClusterView, decided: &Plan) -> Result<(), TestCaseError> {
+        let now = self.now;
+        // Tasks written by this plan: a second write of one would fail its guard.
+        let mut written: BTreeSet<String> = BTreeSet::new();
+        let mut new: BTreeSet<String> = BTreeSet::new();
+        for action in &decided.actions {
+            match action {
+                Action::Close {
+                    task,
+                    reason,
+                    code,
+                    node_gone,
+                } => {
+                    prop_assert!(written.insert(task.clone()), "{task} written twice");
+                    let t = &before.tasks[task].value;
+                    prop_assert!(!t.is_closed(), "{task} closed twice");
+                    if *node_gone {
+                        let node = t.node.clone().unwrap_or_default();
+                        prop_assert!(!before.nodes.contains_key(&node));
+                    }
+                    self.edit_task(task, |t| {
+                        if t.desired_status != DesiredStatus::Stopped || t.reason.is_none() {
+                            t.reason = Some(reason.clone());
+                        }
+                        t.desired_status = DesiredStatus::Stopped;
+                        t.stop_code.get_or_insert(*code);
+                        t.last_status = Some(STOPPED.to_owned());
+                        t.stopped_at_ms = Some(now);
+                    });
+                }
+                Action::Stop { task, reason, code } => {
+                    prop_assert!(written.insert(task.clone()), "{task} written twice");
+                    let t = &before.tasks[task].value;
+                    prop_assert!(
+                        !t.is_closed() && t.desired_status == DesiredStatus::Running,
+                        "{task} stopped again: {t:?}"
+                    );
+                    self.edit_task(task, |t| stop_task(t, reason, *code, now));
+                }
+                Action::Forget { task } => {
+                    prop_assert!(written.insert(task.clone()), "{task} written twice");
+                    let t = &before.tasks[task].value;
+                    prop_assert!(t.is_closed(), "{task} forgotten while open");
+                    prop_assert!(
+                        t.stopped_at_ms.unwrap_or(0) + self.settings.stopped_retention_ms <= now
+                    );
+                    self.write();
+                    self.view.tasks.remove(task);
+                }
+                Action::Start { service, tasks } => {
+                    let svc = &before.services[service].value;
+                    prop_assert!(svc.status == ServiceStatus::Active);
+                    let rev = self.write();
+                    for t in tasks {
+                        prop_assert!(!before.tasks.contains_key(&t.id), "{} reused", t.id);
+                        prop_assert!(t.started_by.as_deref() == Some(svc.deployment.as_str()));
+                        prop_assert!(t.node.is_none());
+                        new.insert(t.id.clone());
+                        self.view.tasks.insert(
+                            t.id.clone(),
+                            Versioned {
+                                value: t.clone(),
+                                mod_revision: rev,
+                            },
+                        );
+                    }
+                    if let Some(s) = self.view.services.get_mut(service) {
+                        s.value.launched += tasks.len() as u64;
+                        s.mod_revision = rev;
+                    }
+                }
+                Action::RemoveService { service } => {
+                    prop_assert!(
+                        before.services[service].value.status == ServiceStatus::Draining,
+                        "{service} removed while active"
+                    );
+                    self.write();
+                    self.view.services.remove(service);
+                }
+                Action::Place { task, node } => {
+                    // A new task is placed from the revision its start wrote.
+                    prop_assert!(
+                        new.contains(task) || written.insert(task.clone()),
+                        "{task} written twice"
+                    );
+                    prop_assert!(
+                        self.view.tasks.contains_key(task),
+                        "{task} placed before it was started"
+                    );
+                    let t = &self.view.tasks[task];
+                    prop_assert!(
+                        t.value.node.is_none() && !t.value.is_closed(),
+                        "{task} placed twice: {t:?}"
+                    );
+                    prop_assert!(t.value.desired_status == DesiredStatus::Running);
+                    prop_assert!(
+                        before.nodes.contains_key(node) && !before.drains.contains(node),
+                        "{task} placed on {node}, unknown or draining"
+                    );
+                    let fence = t.mod_revision;
+                    self.edit_task(task, |t| {
+                        t.node = Some(node.clone());
+                        t.fence = Some(fence);
+                        t.reason = None;
+                    });
+                }
+                Action::Unplaced { task, reason } => {
+                    prop_assert!(written.insert(task.clone()), "{task} written twice");
+                    let t = &before.tasks[task].value;
+                    prop_assert!(t.node.is_none() && !t.is_closed());
+                    prop_assert!(t.reason.as_deref() != Some(reason.as_str()));
+                    self.edit_task(task, |t| t.reason = Some(reason.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs passes with no fault until the cluster is quiet, then checks it is where it should
+    /// be.
+    fn settle(&mut self) -> Result<(), TestCaseError> {
+        for _ in 0..SETTLE_PASSES {
+            let (decided, reports) = self.pass(0)?;
+            let all_open = self.view.tasks.values().all(|t| !t.value.is_closed());
+            if decided.actions.is_empty() && reports == 0 && all_open {
+                return check_settled(&self.view);
+            }
+        }
+        Err(TestCaseError::fail(format!(
+            "not settled after {SETTLE_PASSES} passes: {}",
+            describe(&self.view)
+        )))
+    }
+}
+
+/// What `berth cluster stop` and the scheduler's stop write ([`crate::txns::stopping`]).
+fn stop_task(t: &mut TaskRecord, reason: &str, code: StopCode, now: u64) {
+    t.desired_status = DesiredStatus::Stopped;
+    t.reason = Some(reason.to_owned());
+    t.stop_code = Some(code);
+    if t.node.is_none() {
+        t.last_status = Some(STOPPED.to_owned());
+        t.stopped_at_ms = Some(now);
+    }
+}
+
+fn bounds(svc: &ServiceRecord) -> (u64, u64, u64) {
+    let d = match svc.status {
+        ServiceStatus::Active => u64::from(svc.desired_count),
+        ServiceStatus::Draining => 0,
+    };
+    let min = (d * u64::from(svc.minimum_healthy_percent)).div_ceil(100);
+    let max = d * u64::from(svc.maximum_percent) / 100;
+    (d, min, max)
+}
+
+fn open_of<'v>(view: &'v ClusterView, svc: &'v str) -> impl Iterator<Item = &'v TaskRecord> {
+    view.tasks
+        .values()
+        .map(|t| &t.value)
+        .filter(move |t| !t.is_closed() && t.service.as_deref() == Some(svc))
+}
+
+/// The properties of one pass: `before` is what the plan saw, `after` the cluster once its
+/// actions are written (before any node acts on them).
+fn check_pass(
+    before: &ClusterView,
+    after: &ClusterView,
+    decided: &Plan,
+) -> Result<(), TestCaseError> {
+    // Placement: never beyond a node's capacity (every open task placed there reserves). That
+    // a task is placed once only, on a registered node that is not draining, is checked as
+    // the plan is applied ([`Sim::apply`]).
+    for node in after.nodes.values() {
+        let used = after
+            .tasks
+            .values()
+            .map(|t| &t.value)
+            .filter(|t| !t.is_closed() && t.node.as_deref() == Some(node.name.as_str()))
+            .fold(Resources::default(), |sum, t| sum.saturating_add(t.demand));
+        prop_assert!(
+            used.cpu <= node.capacity.cpu && used.memory_mib <= node.capacity.memory_mib,
+            "node {} over capacity: {used:?} of {:?}",
+            node.name,
+            node.capacity
+        );
+    }
+    let closed: BTreeSet<&str> = decided
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Close { task, .. } => Some(task.as_str()),
+            _ => None,
+        })
+        .collect();
+    for (name, s) in &before.services {
+        let svc = &s.value;
+        let (_, min_healthy, max_total) = bounds(svc);
+        let started = decided
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Start { service, tasks } if service == name => Some(tasks.len()),
+                _ => None,
+            })
+            .sum::<usize>() as u64;
+        let stopped: Vec<&str> = decided
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Stop { task, .. }
+                    if before.tasks[task].value.service.as_deref() == Some(name) =>
+                {
+                    Some(task.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        // The maximum: a start never takes what may run above floor(D × max / 100), except
+        // the one escape: one task over, when nothing else could move (no stop now, none under
+        // way, no task on its way to healthy).
+        let may_run = open_of(after, name).count() as u64;
+        if started > 0 && may_run > max_total {
+            let settling: Vec<&str> = open_of(before, name)
+                .filter(|t| !healthy(before, t) && !closed.contains(t.id.as_str()))
+                .map(|t| t.id.as_str())
+                .collect();
+            prop_assert!(
+                started == 1
+                    && may_run == max_total + 1
+                    && stopped.is_empty()
+                    && settling.is_empty(),
+                "{name}: {may_run} may run after {started} starts, maximum {max_total} \
+                 (stops {stopped:?}, not healthy {settling:?}): {}",
+                describe(before)
+            );
+        }
+        // The minimum: the plan's stops never take the healthy tasks below
+        // ceil(D × min / 100), nor lower when they already are (node losses, exits and user
+        // stops happen between passes and are not the plan's).
+        let healthy_before = open_of(before, name).filter(|t| healthy(before, t)).count() as u64;
+        let healthy_after = open_of(after, name).filter(|t| healthy(after, t)).count() as u64;
+        prop_assert!(
+            healthy_after >= healthy_before.min(min_healthy),
+            "{name}: healthy {healthy_before} → {healthy_after} with minimum {min_healthy} \
+             (stops {stopped:?}): {}",
+            describe(before)
+        );
+    }
+    Ok(())
+}
+
+/// Once quiet: every active service runs exactly D healthy tasks of its deployment on nodes
+/// that are not draining, nothing else of it is open; removed services are gone; every
+/// standalone task is placed on a live node.
+fn check_settled(view: &ClusterView) -> Result<(), TestCaseError> {
+    for s in view.services.values() {
+        let svc = &s.value;
+        prop_assert!(
+            svc.status == ServiceStatus::Active,
+            "{} removed but still there: {}",
+            svc.name,
+            describe(view)
+        );
+        let open: Vec<&TaskRecord> = open_of(view, &svc.name).collect();
+        prop_assert!(
+            open.len() == svc.desired_count as usize,
+            "{}: {} open tasks, {} desired: {}",
+            svc.name,
+            open.len(),
+            svc.desired_count,
+            describe(view)
+        );
+        for t in open {
+            prop_assert!(
+                t.started_by.as_deref() == Some(svc.deployment.as_str())
+                    && healthy(view, t)
+                    && !t.node.as_ref().is_some_and(|n| view.drains.contains(n)),
+                "{}: {} is not a healthy task of {} on an active node: {}",
+                svc.name,
+                t.id,
+                svc.deployment,
+                describe(view)
+            );
+        }
+    }
+    for t in view.tasks.values().map(|t| &t.value) {
+        let live = t.node.as_ref().is_some_and(|n| view.nodes.contains_key(n));
+        prop_assert!(live, "{} is not on a live node: {}", t.id, describe(view));
+        if let Some(svc) = &t.service {
+            prop_assert!(view.services.contains_key(svc), "{} outlived {svc}", t.id);
+        }
+    }
+    Ok(())
+}
+
+/// The view in a few lines, for failure messages.
+fn describe(view: &ClusterView) -> String {
+    let mut out = String::new();
+    for s in view.services.values().map(|s| &s.value) {
+        out += &format!(
+            "\n  service {} {:?} D={} min={} max={} {}",
+            s.name,
+            s.status,
+            s.desired_count,
+            s.minimum_healthy_percent,
+            s.maximum_percent,
+            s.deployment
+        );
+    }
+    for n in view.nodes.values() {
+        let drain = if view.drains.contains(&n.name) {
+            " draining"
+        } else {
+            ""
+        };
+        out += &format!("\n  node {} {} slots{drain}", n.name, n.capacity.cpu / SLOT);
+    }
+    for t in view.tasks.values().map(|t| &t.value) {
+        out += &format!(
+            "\n  task {} {} {} on {} desired {} last {} healthy {}",
+            t.id,
+            t.service.as_deref().unwrap_or("-"),
+            t.started_by.as_deref().unwrap_or("-"),
+            t.node.as_deref().unwrap_or("-"),
+            t.desired_status.as_str(),
+            view.last_status(t),
+            healthy(view, t)
+        );
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The model: random nodes and services, a script of faults and changes pass by pass (each
+    /// pass checked), then a spare node joins and the faults stop: every service settles.
+    #[test]
+    fn cluster_model(
+        node_slots in prop::collection::vec(1..=4u64, 1..=6),
+        services in prop::collection::vec(spec_strategy(), 1..=3),
+        max_starts in prop_oneof![Just(1usize), Just(3), Just(127)],
+        script in prop::collection::vec(
+            (
+                prop::collection::vec(event_strategy(), 0..=2),
+                prop_oneof![3 => Just(0u8), 1 => any::<u8>()],
+            ),
+            0..=30,
+        ),
+    ) {
+        let mut sim = Sim::new(&node_slots, &services, max_starts);
+        for (events, slow) in &script {
+            for e in events {
+                sim.event(e);
+            }
+            sim.pass(*slow)?;
+        }
+        // Room for everything that may run at once: every service at its maximum plus one,
+        // and every standalone task.
+        sim.add_node("spare", 3 * 17 + 64);
+        sim.settle()?;
+    }
+
+    /// Rolling updates from a steady state, to random counts and percentages, while one node
+    /// may drain: each finishes within the bound, and every pass keeps to the two percentages.
+    #[test]
+    fn every_rolling_update_finishes(
+        node_slots in prop::collection::vec(1..=4u64, 1..=6),
+        first in prop::collection::vec(spec_strategy(), 1..=3),
+        second in prop::collection::vec(spec_strategy(), 3),
+        drain in prop::option::of(0..6usize),
+    ) {
+        let mut sim = Sim::new(&node_slots, &first, 127);
+        sim.add_node("spare", 3 * 17);
+        sim.settle()?;
+        for (i, spec) in second.iter().enumerate() {
+            sim.event(&Event::Deploy(i, spec.clone()));
+        }
+        if let Some(n) = drain {
+            sim.view.drains.insert(format!("n{}", n % node_slots.len()));
+        }
+        sim.settle()?;
+    }
 }
