@@ -17,8 +17,9 @@
 //!      healthy tasks left stay at least `ceil(D × minimumHealthyPercent / 100)`;
 //!    - start `D − current` new tasks, while everything that may run (current, to replace,
 //!      stopping) stays at most `floor(D × maximumPercent / 100)`; when neither a stop nor a
-//!      start is allowed and nothing is stopping (the rounding of a small `D` can do that), one
-//!      task is started above the maximum, or the deployment could never finish;
+//!      start is allowed, nothing is stopping and no current task is on its way to healthy
+//!      (the rounding of a small `D` can do that), one task is started above the maximum, or
+//!      the deployment could never finish (so never more than one over);
 //!    - a service being removed with no open task left is deleted.
 //! 3. **Place** the pending tasks (the new ones included), oldest first, with
 //!    [`crate::placement::place`] over the nodes' loads: every open task on a node reserves its
@@ -361,13 +362,18 @@ fn service(
     let scaling_reason = scaling(&svc.deployment);
     let mut stops: Vec<(String, String)> = Vec::new();
 
-    // Stop candidates: every task to replace, and current ones beyond `desired` (the newest of
-    // them); tasks that do not run healthy first, since stopping them costs nothing.
+    // Stop candidates: every task to replace, and current ones beyond `desired` (those that do
+    // not run healthy, then the newest); tasks that do not run healthy first, since stopping
+    // them costs nothing.
     let excess = current
         .len()
         .saturating_sub(usize::try_from(desired).unwrap_or(usize::MAX));
     let mut by_age = current.clone();
-    by_age.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+    by_age.sort_by(|a, b| {
+        healthy(view, a)
+            .cmp(&healthy(view, b))
+            .then_with(|| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)))
+    });
     let mut candidates: Vec<(&TaskRecord, &str)> = replace.clone();
     candidates.extend(by_age.iter().take(excess).map(|t| (*t, "")));
     candidates.sort_by_key(|(t, _)| healthy(view, t));
@@ -404,9 +410,12 @@ fn service(
     let may_run = current_left + replacing + stopping;
     let wanted = desired.saturating_sub(current_left);
     let mut room = max_total.saturating_sub(may_run);
-    if wanted > 0 && room == 0 && stops.is_empty() && stopping == 0 {
-        // Neither a stop nor a start is allowed: one start above the maximum lets the
-        // deployment go on (the new task, once healthy, frees an old one).
+    // A current task not healthy yet is on its way: once healthy, it lets an old one stop.
+    let settling = current.iter().any(|t| !healthy(view, t));
+    if wanted > 0 && room == 0 && stops.is_empty() && stopping == 0 && !settling {
+        // Neither a stop nor a start is allowed, and nothing is on its way: one start above
+        // the maximum lets the deployment go on (the new task, once healthy, frees an old
+        // one; until then it is on its way, so this happens once at a time).
         room = 1;
     }
     let count = wanted.min(room).min(settings.max_starts as u64);
