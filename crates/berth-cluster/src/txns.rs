@@ -26,6 +26,10 @@ use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 /// The most operations berth puts in one transaction (etcd's `--max-txn-ops` default is 128).
 pub const MAX_OPS: usize = 128;
 
+/// Transactions [`Cluster::commit_all`] keeps in flight at once (etcd commits concurrent
+/// proposals together, so a few in flight cost about as much as one).
+pub const IN_FLIGHT: usize = 8;
+
 fn unchanged(key: String, read: i64) -> Compare {
     Compare::mod_revision(key, CompareOp::Equal, read)
 }
@@ -223,12 +227,17 @@ impl Cluster {
     }
 
     /// Commits guarded writes, as many per transaction as [`MAX_OPS`] allows (a transaction
-    /// never writes one key twice); a transaction whose guards fail (one of its writes is
-    /// stale) is committed again one write at a time, so only the stale write is skipped.
-    /// Returns, per write, whether it was applied, and the revision of the last one applied.
+    /// never writes one key twice), [`IN_FLIGHT`] transactions at a time when no key is written
+    /// twice in the whole call (a plan's writes never are), one after another otherwise. A
+    /// transaction whose guards fail (one of its writes is stale) is committed again one write
+    /// at a time, so only the stale write is skipped. Returns, per write, whether it was applied,
+    /// and the highest revision of those applied.
     pub async fn commit_all(&self, writes: &[Guarded]) -> Result<(Vec<bool>, i64), ClusterError> {
-        let mut done = vec![false; writes.len()];
-        let mut revision = 0;
+        use futures_util::StreamExt as _;
+        // Cut the writes into transactions.
+        let mut batches: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut everywhere = std::collections::HashSet::new();
+        let mut repeated = false;
         let mut start = 0;
         while start < writes.len() {
             let mut end = start;
@@ -244,24 +253,44 @@ impl Cluster {
                 }
                 ops += g.ops.len();
                 guards += g.guards.len();
-                written.extend(g.ops.iter().map(|(k, _)| k.clone()));
+                for (k, _) in &g.ops {
+                    written.insert(k.clone());
+                    repeated |= !everywhere.insert(k.clone());
+                }
                 end += 1;
             }
-            let batch: Vec<&Guarded> = writes[start..end].iter().collect();
-            let resp = self.txn(batch[0].what, Guarded::txn(&batch)).await?;
-            if resp.succeeded() {
-                revision = resp.header().map_or(revision, |h| h.revision());
-                done[start..end].fill(true);
-            } else if batch.len() > 1 {
-                for (i, g) in writes[start..end].iter().enumerate() {
+            batches.push(start..end);
+            start = end;
+        }
+        let in_flight = if repeated { 1 } else { IN_FLIGHT };
+        let results: Vec<(std::ops::Range<usize>, Result<(bool, i64), ClusterError>)> =
+            futures_util::stream::iter(batches)
+                .map(|range| async move {
+                    let batch: Vec<&Guarded> = writes[range.clone()].iter().collect();
+                    let resp = self.txn(batch[0].what, Guarded::txn(&batch)).await;
+                    let out = resp.map(|r| (r.succeeded(), r.header().map_or(0, |h| h.revision())));
+                    (range, out)
+                })
+                .buffered(in_flight)
+                .collect()
+                .await;
+        let mut done = vec![false; writes.len()];
+        let mut revision = 0;
+        for (range, result) in results {
+            let (ok, rev) = result?;
+            if ok {
+                revision = revision.max(rev);
+                done[range].fill(true);
+            } else if range.len() > 1 {
+                for i in range {
+                    let g = &writes[i];
                     let resp = self.txn(g.what, Guarded::txn(&[g])).await?;
                     if resp.succeeded() {
-                        revision = resp.header().map_or(revision, |h| h.revision());
-                        done[start + i] = true;
+                        revision = revision.max(resp.header().map_or(0, |h| h.revision()));
+                        done[i] = true;
                     }
                 }
             }
-            start = end;
         }
         Ok((done, revision))
     }

@@ -215,9 +215,11 @@ fn now() -> u64 {
 }
 
 async fn controller_pass(c: &Cluster) -> berth_cluster::controller::PassReport {
-    pass(c, &Settings::default(), now(), &mut || format!("{:032x}", rand_id()))
-        .await
-        .unwrap()
+    pass(c, &Settings::default(), now(), &mut || {
+        format!("{:032x}", rand_id())
+    })
+    .await
+    .unwrap()
 }
 
 /// Polls `f` every 100 ms until it is true, at most `limit`.
@@ -258,7 +260,9 @@ async fn assignments_run_once_across_restarts_compaction_and_a_failing_store() {
     assert_eq!(controller_pass(&c).await.placed.len(), 3);
     until(Duration::from_secs(10), "all 3 RUNNING", || async {
         let v = c.view().await.unwrap();
-        first.iter().all(|id| v.last_status(&v.tasks[id].value) == "RUNNING")
+        first
+            .iter()
+            .all(|id| v.last_status(&v.tasks[id].value) == "RUNNING")
     })
     .await;
     assert_eq!(local.runs().len(), 3);
@@ -280,9 +284,14 @@ async fn assignments_run_once_across_restarts_compaction_and_a_failing_store() {
     n.kill().await;
     let v = c.view().await.unwrap();
     assert!(
-        c.stop(&v.tasks[&first[0]], "Task stopped by user", StopCode::UserInitiated, now())
-            .await
-            .unwrap()
+        c.stop(
+            &v.tasks[&first[0]],
+            "Task stopped by user",
+            StopCode::UserInitiated,
+            now()
+        )
+        .await
+        .unwrap()
     );
     let late = submit(&c, 1).await;
     assert_eq!(controller_pass(&c).await.placed.len(), 1);
@@ -298,11 +307,15 @@ async fn assignments_run_once_across_restarts_compaction_and_a_failing_store() {
     .await;
     // The stopped one reports STOPPED; the controller closes it and deletes its assignment;
     // the node releases it.
-    until(Duration::from_secs(10), "the stopped task reported", || async {
-        let v = c.view().await.unwrap();
-        v.status_of(&v.tasks[&first[0]].value)
-            .is_some_and(|s| s.last_status == "STOPPED")
-    })
+    until(
+        Duration::from_secs(10),
+        "the stopped task reported",
+        || async {
+            let v = c.view().await.unwrap();
+            v.status_of(&v.tasks[&first[0]].value)
+                .is_some_and(|s| s.last_status == "STOPPED")
+        },
+    )
     .await;
     let report = controller_pass(&c).await;
     assert!(
@@ -333,7 +346,10 @@ async fn assignments_run_once_across_restarts_compaction_and_a_failing_store() {
     let v = c.view().await.unwrap();
     let t = &v.tasks[&more[0]].value;
     assert_eq!(t.last_status.as_deref(), Some("STOPPED"));
-    assert_eq!(t.reason.as_deref(), Some("Essential container in task exited"));
+    assert_eq!(
+        t.reason.as_deref(),
+        Some("Essential container in task exited")
+    );
     assert_eq!(t.stop_code, Some(StopCode::EssentialContainerExited));
 
     // Nothing ran twice.
@@ -376,7 +392,10 @@ async fn a_lost_node_releases_its_closed_tasks_before_registering_again() {
         assert_eq!(reason, &berth_cluster::reconcile::lost("n1"));
     }
     let v = c.view().await.unwrap();
-    assert!(ids.iter().all(|id| v.tasks[id].value.stop_code == Some(StopCode::TerminationNotice)));
+    assert!(
+        ids.iter()
+            .all(|id| v.tasks[id].value.stop_code == Some(StopCode::TerminationNotice))
+    );
     let (left, _) = c.assignments("n1").await.unwrap();
     assert!(left.is_empty(), "{left:?}");
 

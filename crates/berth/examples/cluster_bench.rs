@@ -51,8 +51,10 @@ impl SimNode {
     }
     fn lock_tasks(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (watch::Receiver<TaskState>, mpsc::Sender<Command>)>>
-    {
+    ) -> std::sync::MutexGuard<
+        '_,
+        HashMap<String, (watch::Receiver<TaskState>, mpsc::Sender<Command>)>,
+    > {
         self.tasks.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -69,7 +71,11 @@ impl Local for SimNode {
         revision: i64,
         stop: Option<String>,
     ) -> Result<(), String> {
-        let mut state = TaskState::new(task.id.clone(), task.definition, berth_engine::report::now_ms());
+        let mut state = TaskState::new(
+            task.id.clone(),
+            task.definition,
+            berth_engine::report::now_ms(),
+        );
         if let Some(r) = &stop {
             state.request_stop(r, StopKind::Requested);
         }
@@ -82,7 +88,8 @@ impl Local for SimNode {
         let (stx, srx) = watch::channel(state.clone());
         let (rtx, mut rrx) = mpsc::unbounded_channel();
         tokio::spawn(async move { while rrx.recv().await.is_some() {} });
-        self.lock_tasks().insert(task.id.clone(), (srx.clone(), ctx));
+        self.lock_tasks()
+            .insert(task.id.clone(), (srx.clone(), ctx));
         let changes = self.changes.clone();
         let mut snapshots = srx;
         tokio::spawn(async move {
@@ -105,7 +112,11 @@ impl Local for SimNode {
     async fn stop(&self, id: &str, reason: &str) {
         let tx = self.lock_tasks().get(id).map(|(_, c)| c.clone());
         if let Some(tx) = tx {
-            let _ = tx.send(Command::Stop { reason: reason.into() }).await;
+            let _ = tx
+                .send(Command::Stop {
+                    reason: reason.into(),
+                })
+                .await;
         }
     }
 
@@ -172,7 +183,12 @@ fn cpu_time(pid: u32) -> Duration {
     // Fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
     let total = ticks(11) + ticks(12);
     // /proc counts in USER_HZ ticks, 100 per second on Linux (x86_64 and arm64).
@@ -205,7 +221,9 @@ async fn etcd_floor(c: &Cluster, n: usize) -> (f64, f64) {
     // Out of the way of the measured run: deleted through the controller's own guarded deletes.
     let (floor, _) = c.tasks().await.expect("tasks");
     let deletes: Vec<_> = floor.iter().map(berth_cluster::txns::forgetting).collect();
-    c.commit_all(&deletes).await.expect("delete the floor's tasks");
+    c.commit_all(&deletes)
+        .await
+        .expect("delete the floor's tasks");
     (sequential, concurrent)
 }
 
@@ -228,14 +246,18 @@ async fn main() {
         .and_then(|p| Some(p.parent()?.parent()?.join("berth")))
         .filter(|p| p.exists())
         .unwrap_or_else(|| {
-            panic!("the berth binary is not beside the examples directory: run scripts/bench-cluster")
+            panic!(
+                "the berth binary is not beside the examples directory: run scripts/bench-cluster"
+            )
         });
 
     let etcd = EtcdCluster::start("bench", 3);
     let endpoints = etcd.endpoint_list();
     let c = Cluster::connect(&endpoints).await.expect("connect");
     let (floor_seq, floor_conc) = etcd_floor(&c, 500).await;
-    eprintln!("etcd floor: {floor_seq:.0} txn/s one at a time, {floor_conc:.0} txn/s with 64 in flight");
+    eprintln!(
+        "etcd floor: {floor_seq:.0} txn/s one at a time, {floor_conc:.0} txn/s with 64 in flight"
+    );
 
     // The fleet.
     let rt = Arc::new(FakeRuntime::new());
@@ -269,7 +291,11 @@ async fn main() {
         if v.nodes.len() == nodes {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "only {} nodes registered", v.nodes.len());
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "only {} nodes registered",
+            v.nodes.len()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     eprintln!("{nodes} nodes registered in {:?}", t.elapsed());
@@ -282,8 +308,14 @@ async fn main() {
             set.join_next().await;
         }
         let c = c.clone();
-        let rec = TaskRecord::pending(berth_engine::new_task_id(), definition(), vec![], vec![], berth_engine::report::now_ms().unsigned_abs())
-            .expect("task");
+        let rec = TaskRecord::pending(
+            berth_engine::new_task_id(),
+            definition(),
+            vec![],
+            vec![],
+            berth_engine::report::now_ms().unsigned_abs(),
+        )
+        .expect("task");
         set.spawn(async move { c.submit(&rec).await.expect("submit") });
     }
     while set.join_next().await.is_some() {}
@@ -295,7 +327,13 @@ async fn main() {
     let mut w = c.watch("/berth/", start_rev + 1).await.expect("watch");
     let log = dir.path().join("controller.log");
     let child = Process::new(&berth)
-        .args(["controller", "--etcd", &endpoints.join(","), "--name", "bench"])
+        .args([
+            "controller",
+            "--etcd",
+            &endpoints.join(","),
+            "--name",
+            "bench",
+        ])
         .args(["--lease-ttl", "5s", "--interval", "200ms"])
         .env("BERTH_LOG", "info")
         .stdout(Stdio::null())
@@ -319,12 +357,20 @@ async fn main() {
             writes += 1;
             last_rev = last_rev.max(e.revision());
             match e {
-                WatchEvent::Put { key, value, mod_revision } => view.put(&key, &value, mod_revision),
+                WatchEvent::Put {
+                    key,
+                    value,
+                    mod_revision,
+                } => view.put(&key, &value, mod_revision),
                 WatchEvent::Delete { key, .. } => view.delete(&key),
             }
         }
         view.revision = view.revision.max(seen);
-        let placed = view.tasks.values().filter(|t| t.value.node.is_some()).count();
+        let placed = view
+            .tasks
+            .values()
+            .filter(|t| t.value.node.is_some())
+            .count();
         if placed > 0 && first_placed.is_none() {
             first_placed = Some(started.elapsed());
         }
@@ -348,12 +394,20 @@ async fn main() {
         .filter(|l| l.contains(" placed "))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    let parse = |s: &str| time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok();
-    let controller_window = match (stamps.first().and_then(|s| parse(s)), stamps.last().and_then(|s| parse(s))) {
+    let parse = |s: &str| {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+    };
+    let controller_window = match (
+        stamps.first().and_then(|s| parse(s)),
+        stamps.last().and_then(|s| parse(s)),
+    ) {
         (Some(a), Some(b)) => Some((b - a).as_seconds_f64()),
         _ => None,
     };
-    let passes = text.lines().filter(|l| l.contains("controller pass")).count();
+    let passes = text
+        .lines()
+        .filter(|l| l.contains("controller pass"))
+        .count();
     let wall = started.elapsed();
     drop(controller);
     stop.cancel();
@@ -362,25 +416,82 @@ async fn main() {
     let running_at = all_running.unwrap_or_default();
     let place_rate = tasks as f64 / (placed_at - first).as_secs_f64().max(0.001);
     let revisions = (last_rev - start_rev) as f64 / tasks as f64;
-    println!("cluster benchmark: {nodes} nodes (in-process, engine on the fake runtime), {tasks} tasks, 3-member etcd on loopback");
+    println!(
+        "cluster benchmark: {nodes} nodes (in-process, engine on the fake runtime), {tasks} tasks, 3-member etcd on loopback"
+    );
     println!("  etcd floor, guarded txns one at a time   {floor_seq:>9.0} /s");
     println!("  etcd floor, guarded txns 64 in flight    {floor_conc:>9.0} /s");
-    println!("  submits (64 in flight)                   {submit_rate:>9.0} /s   ({:.2}x the floor)", submit_rate / floor_conc);
-    println!("  placements (first to last)               {place_rate:>9.0} /s   ({:.2}x the floor)", place_rate / floor_conc);
+    println!(
+        "  submits (64 in flight)                   {submit_rate:>9.0} /s   ({:.2}x the floor)",
+        submit_rate / floor_conc
+    );
+    println!(
+        "  placements (first to last)               {place_rate:>9.0} /s   ({:.2}x the floor)",
+        place_rate / floor_conc
+    );
     if let Some(w) = controller_window {
-        println!("  placements, the controller's log          {:>9.0} /s   ({} placed lines over {:.0} ms)", stamps.len() as f64 / w.max(0.001), stamps.len(), w * 1000.0);
+        println!(
+            "  placements, the controller's log          {:>9.0} /s   ({} placed lines over {:.0} ms)",
+            stamps.len() as f64 / w.max(0.001),
+            stamps.len(),
+            w * 1000.0
+        );
     }
     let _ = passes;
     let _ = std::fs::copy(&log, "/tmp/cluster-bench-controller.log");
-    println!("  controller start -> first placement      {:>9.0} ms", first.as_secs_f64() * 1000.0);
-    println!("  controller start -> all placed           {:>9.0} ms", placed_at.as_secs_f64() * 1000.0);
-    println!("  controller start -> all RUNNING          {:>9.0} ms", running_at.as_secs_f64() * 1000.0);
+    println!(
+        "  controller start -> first placement      {:>9.0} ms",
+        first.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  controller start -> all placed           {:>9.0} ms",
+        placed_at.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  controller start -> all RUNNING          {:>9.0} ms",
+        running_at.as_secs_f64() * 1000.0
+    );
+    let avg = |total: usize, n: usize| total as f64 / n.max(1) as f64;
+    let enc = berth_cluster::record::encode::<TaskRecord>;
+    let task_bytes = avg(
+        view.tasks.values().map(|t| enc(&t.value).len()).sum(),
+        view.tasks.len(),
+    );
+    let status_bytes = avg(
+        view.statuses
+            .values()
+            .map(|s| berth_cluster::record::encode(s).len())
+            .sum(),
+        view.statuses.len(),
+    );
+    let node_bytes = avg(
+        view.nodes
+            .values()
+            .map(|n| berth_cluster::record::encode(n).len())
+            .sum(),
+        view.nodes.len(),
+    );
+    let assignment_bytes = berth_cluster::record::encode(&berth_cluster::record::Assignment {
+        task: berth_engine::new_task_id(),
+        fence: last_rev,
+        desired_status: berth_cluster::record::DesiredStatus::Running,
+        reason: None,
+    })
+    .len();
+    println!(
+        "  value bytes: task {task_bytes:.0}, status {status_bytes:.0}, assignment {assignment_bytes}, node {node_bytes:.0}"
+    );
     println!("  etcd revisions (commits) per task        {revisions:>9.2}");
-    println!("  etcd key writes per task                 {:>9.2}", writes as f64 / tasks as f64);
-    println!("  controller CPU                           {:>9.0} ms   ({:.0} ms per 1000 tasks, {:.0}% of a core over {:.1} s)",
+    println!(
+        "  etcd key writes per task                 {:>9.2}",
+        writes as f64 / tasks as f64
+    );
+    println!(
+        "  controller CPU                           {:>9.0} ms   ({:.0} ms per 1000 tasks, {:.0}% of a core over {:.1} s)",
         cpu.as_secs_f64() * 1000.0,
         cpu.as_secs_f64() * 1000.0 * 1000.0 / tasks as f64,
         100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
-        wall.as_secs_f64());
+        wall.as_secs_f64()
+    );
     drop(etcd);
 }
