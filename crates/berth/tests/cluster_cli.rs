@@ -1,9 +1,11 @@
 //! `berth controller` and `berth cluster …` as processes, against a real 3-member etcd cluster of
-//! the test's own (`berth_testkit::etcd`). Nodes are registered by the test (the node agent is a
-//! later step), so what is checked is the control plane: placement through the controllers, the
-//! leader's loss, the CLI's output and its refusals. Run: `scripts/test -p berth --test cluster_cli`.
+//! the test's own (`berth_testkit::etcd`). Nodes are registered by the test, and the test plays
+//! their agents (it writes the statuses a node would report, under the node's lease, with the
+//! task's fence), so what is checked is the control plane: placement through the controllers,
+//! the leader's loss, stops, the CLI's output and its refusals. Run: `scripts/test -p berth --test
+//! cluster_cli`.
 
-use berth_cluster::record::{NodeRecord, Resources};
+use berth_cluster::record::{DesiredStatus, NodeRecord, Resources, StatusRecord};
 use berth_cluster::store::Cluster;
 use berth_testkit::etcd::EtcdCluster;
 use std::collections::BTreeMap;
@@ -123,6 +125,98 @@ fn wait_placed(endpoints: &str, n: usize, limit: Duration) -> (BTreeMap<String, 
     }
 }
 
+/// Registers nodes (2048 CPU units and MiB each, attribute `zone=z-<name>`) under leases of
+/// their own; node → lease.
+fn register(
+    rt: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    names: &[&str],
+) -> BTreeMap<String, i64> {
+    let mut leases = BTreeMap::new();
+    for name in names {
+        rt.block_on(async {
+            let lease = cluster.grant(600).await.unwrap();
+            let mut attributes = BTreeMap::new();
+            attributes.insert("zone".to_owned(), format!("z-{name}"));
+            cluster
+                .put_node(&NodeRecord {
+                    name: (*name).to_owned(),
+                    capacity: Resources {
+                        cpu: 2048,
+                        memory_mib: 2048,
+                    },
+                    attributes,
+                    version: "test".to_owned(),
+                    registered_at_ms: 1,
+                    lease,
+                })
+                .await
+                .unwrap();
+            leases.insert((*name).to_owned(), lease);
+        });
+    }
+    leases
+}
+
+/// Plays the node agent of the task's node: reports `status` for the task's current placement
+/// (its fence), under the node's lease.
+fn report(
+    rt: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    leases: &BTreeMap<String, i64>,
+    task: &str,
+    status: &str,
+) {
+    let t = rt
+        .block_on(cluster.task(task))
+        .unwrap()
+        .unwrap_or_else(|| panic!("no task {task}"))
+        .value;
+    let node = t
+        .node
+        .unwrap_or_else(|| panic!("task {task} is not placed"));
+    let record = StatusRecord {
+        task: task.to_owned(),
+        fence: t.fence.unwrap(),
+        last_status: status.to_owned(),
+        health_status: "UNKNOWN".to_owned(),
+        stopped_reason: (status == "STOPPED").then(|| "stopped by the test's node".to_owned()),
+        failed_to_start: false,
+        updated_at_ms: 1,
+    };
+    rt.block_on(cluster.put_statuses(&node, leases[&node], &[record]))
+        .unwrap();
+}
+
+/// Reads `ps` until `done` says so, calling `check` on every read (an invariant that must hold
+/// throughout); the tasks of the read that satisfied `done`.
+fn wait_ps(
+    endpoints: &str,
+    limit: Duration,
+    what: &str,
+    check: &dyn Fn(&[serde_json::Value]),
+    done: &dyn Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let start = Instant::now();
+    loop {
+        let tasks = ps(endpoints);
+        check(&tasks);
+        if done(&tasks) {
+            return tasks;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{what}: not within {limit:?}: {tasks:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A task the controller has not closed.
+fn open(t: &serde_json::Value) -> bool {
+    t["stoppedAtMs"].is_null()
+}
+
 fn per_node(placed: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for node in placed.values() {
@@ -140,27 +234,7 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
     let cluster = rt
         .block_on(Cluster::connect(&etcd.endpoint_list()))
         .unwrap();
-    for name in ["n1", "n2", "n3"] {
-        rt.block_on(async {
-            let lease = cluster.grant(60).await.unwrap();
-            let mut attributes = BTreeMap::new();
-            attributes.insert("zone".to_owned(), format!("z-{name}"));
-            cluster
-                .put_node(&NodeRecord {
-                    name: name.to_owned(),
-                    capacity: Resources {
-                        cpu: 2048,
-                        memory_mib: 2048,
-                    },
-                    attributes,
-                    version: "test".to_owned(),
-                    registered_at_ms: 1,
-                    lease,
-                })
-                .await
-                .unwrap();
-        });
-    }
+    let leases = register(&rt, &cluster, &["n1", "n2", "n3"]);
     let def = dir.path().join("web.json");
     std::fs::write(
         &def,
@@ -248,16 +322,16 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.starts_with("TASK"), "{text}");
     assert!(
-        text.contains(&new[0][..12]) && text.contains("web:0") && text.contains("PLACED"),
+        text.contains(&new[0][..12]) && text.contains("web:0") && text.contains("PROVISIONING"),
         "{text}"
     );
 
-    // Stop by prefix: desired STOPPED, its assignment says STOPPED (its node stops it and
-    // reports; no node agent runs here, so it stays there).
+    // Stop by prefix: desired STOPPED, its assignment says STOPPED, and it is STOPPING until
+    // its node (the test) reports it stopped; it still reserves its node's resources.
     let out = berth(&["cluster", "stop", &new[0][..12], "--etcd", &endpoints]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("{}: STOPPED\n", new[0]),
+        format!("{}: STOPPING\n", new[0]),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -267,28 +341,96 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
         .iter()
         .find(|a| a.task == new[0])
         .expect("assignment kept");
-    assert_eq!(
-        asg.desired_status,
-        berth_cluster::record::DesiredStatus::Stopped
-    );
+    assert_eq!(asg.desired_status, DesiredStatus::Stopped);
     assert_eq!(asg.reason.as_deref(), Some("Task stopped by user"));
-    let stopped = ps(&endpoints)
+    let stopping = ps(&endpoints)
         .into_iter()
         .find(|t| t["task"] == new[0].as_str())
         .unwrap();
-    assert_eq!(stopped["desiredStatus"], "STOPPED");
-    assert_eq!(stopped["reason"], "Task stopped by user");
-    assert_eq!(stopped["lastStatus"], "STOPPED");
-    let nodes = json_of(&berth(&[
-        "cluster", "nodes", "--etcd", &endpoints, "--output", "json",
+    assert_eq!(stopping["desiredStatus"], "STOPPED");
+    assert_eq!(stopping["reason"], "Task stopped by user");
+    assert_eq!(stopping["stopCode"], "UserInitiated");
+    assert_eq!(stopping["lastStatus"], "PROVISIONING");
+    assert!(stopping["stoppedAtMs"].is_null(), "{stopping}");
+    let node_tasks = |endpoints: &str| {
+        let nodes = json_of(&berth(&[
+            "cluster", "nodes", "--etcd", endpoints, "--output", "json",
+        ]));
+        nodes["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == node.as_str())
+            .unwrap()["tasks"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(node_tasks(&endpoints), 4);
+    // Stopping it again changes nothing and says so.
+    let again = json_of(&berth(&[
+        "cluster", "stop", &new[0], "--etcd", &endpoints, "--output", "json",
     ]));
-    let n = nodes["nodes"]
-        .as_array()
+    assert_eq!(
+        again,
+        serde_json::json!({"task": new[0], "desiredStatus": "STOPPED", "lastStatus": "PROVISIONING"})
+    );
+
+    // The node reports it stopped: the controller closes it (keeping the user's reason and
+    // code) and deletes its assignment; it no longer counts on the node.
+    report(&rt, &cluster, &leases, &new[0], "STOPPED");
+    let tasks = wait_ps(
+        &endpoints,
+        Duration::from_secs(10),
+        "the stopped task closed",
+        &|_| {},
+        &|tasks| {
+            tasks
+                .iter()
+                .any(|t| t["task"] == new[0].as_str() && !open(t))
+        },
+    );
+    let closed = tasks.iter().find(|t| t["task"] == new[0].as_str()).unwrap();
+    assert_eq!(closed["lastStatus"], "STOPPED");
+    assert_eq!(closed["reason"], "Task stopped by user");
+    assert_eq!(closed["stopCode"], "UserInitiated");
+    assert!(
+        !rt.block_on(cluster.assignments(&node))
+            .unwrap()
+            .0
+            .iter()
+            .any(|a| a.task == new[0])
+    );
+    assert_eq!(node_tasks(&endpoints), 3);
+
+    // A task no node can take stays pending; stopping it closes it at once.
+    let nowhere = json_of(&berth(&[
+        "cluster",
+        "submit",
+        def.to_str().unwrap(),
+        "--placement-constraints",
+        r#"[{"type":"memberOf","expression":"attribute:zone == nowhere"}]"#,
+        "--etcd",
+        &endpoints,
+        "--output",
+        "json",
+    ]))["tasks"][0]
+        .as_str()
         .unwrap()
-        .iter()
-        .find(|n| n["node"] == node.as_str())
+        .to_owned();
+    let out = json_of(&berth(&[
+        "cluster", "stop", &nowhere, "--etcd", &endpoints, "--output", "json",
+    ]));
+    assert_eq!(
+        out,
+        serde_json::json!({"task": nowhere, "desiredStatus": "STOPPED", "lastStatus": "STOPPED"})
+    );
+    let t = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == nowhere.as_str())
         .unwrap();
-    assert_eq!(n["tasks"], 3, "{n}");
+    assert!(t["node"].is_null() && !open(&t), "{t}");
+    assert_eq!(t["lastStatus"], "STOPPED");
+
     let out = berth(&["cluster", "stop", "nosuchtask", "--etcd", &endpoints]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -369,6 +511,10 @@ fn bad_options_are_refused_with_their_name_and_a_fix() {
         (
             vec!["controller", "--etcd", unreachable, "--lease-ttl", "500ms"],
             "--lease-ttl: 500ms is below 1s",
+        ),
+        (
+            vec!["cluster", "stop", "", "--etcd", unreachable],
+            "TASK: give a task id",
         ),
     ] {
         let out = berth(&args);
