@@ -2,8 +2,9 @@
 //! module knows no key and no etcd call): `submit` writes pending tasks, `ps` lists tasks with
 //! their node, service and status, `nodes` the registered nodes with what is reserved on them
 //! (both from one read of the whole cluster at one revision), `stop` asks a task to stop,
-//! `drain` asks for a node to take no new task (or no longer, `--undo`). Text tables for people,
-//! `--output json` (one JSON document) for tools. See docs/cluster.md.
+//! `drain` asks for a node to take no new task (or no longer, `--undo`); `service` is
+//! [`crate::cmd_cluster_service`]. Text tables for people, `--output json` (one JSON document)
+//! for tools. See docs/cluster.md.
 
 use crate::output::{Output, table};
 use anyhow::{Context as _, bail};
@@ -29,7 +30,7 @@ pub struct ConnArgs {
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  export BERTH_ETCD=http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379\n  berth cluster submit task.json --count 3\n  berth cluster ps\n  berth cluster stop 0123abcd4567\n  berth cluster nodes\n  berth cluster drain ip-10-0-0-7\n\nTasks are started, placed, replaced and closed by `berth controller` (one leads); every\ncommand here only reads the cluster or writes what is wanted. See docs/cluster.md."
+    after_help = "Examples:\n  export BERTH_ETCD=http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379\n  berth cluster submit task.json --count 3\n  berth cluster ps\n  berth cluster stop 0123abcd4567\n  berth cluster service create web web.json --desired-count 3\n  berth cluster service ls\n  berth cluster nodes\n  berth cluster drain ip-10-0-0-7\n\nTasks are started, placed, replaced and closed by `berth controller` (one leads); every\ncommand here only reads the cluster or writes what is wanted. See docs/cluster.md."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -81,6 +82,11 @@ pub enum ClusterCommand {
         task: String,
         #[command(flatten)]
         conn: ConnArgs,
+    },
+    /// Services (ECS REPLICA services): create, update, rm, ls.
+    Service {
+        #[command(subcommand)]
+        command: crate::cmd_cluster_service::ServiceCommand,
     },
     /// Drain a node: no new task is placed on it (--undo: it takes tasks again).
     Drain {
@@ -199,6 +205,7 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Ps { conn } => ps(&conn).await,
         ClusterCommand::Nodes { conn } => nodes(&conn).await,
         ClusterCommand::Stop { task, conn } => stop(&task, &conn).await,
+        ClusterCommand::Service { command } => crate::cmd_cluster_service::run(command).await,
         ClusterCommand::Drain { node, undo, conn } => {
             berth_cluster::keys::check_name("node", &node).map_err(anyhow::Error::msg)?;
             let cluster = connect(&conn).await?;
