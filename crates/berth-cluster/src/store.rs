@@ -448,17 +448,26 @@ impl Cluster {
         &self,
         id: &str,
     ) -> Result<Option<Versioned<crate::record::TaskRecord>>, ClusterError> {
-        let key = keys::task(id);
+        self.get(&keys::task(id), "task record").await
+    }
+
+    /// The value of one key with its `mod_revision`, None when the key is absent; `what` names
+    /// the record kind in a decode error.
+    pub(crate) async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        what: &'static str,
+    ) -> Result<Option<Versioned<T>>, ClusterError> {
         let resp = self
-            .call("get task", |mut c| {
-                let key = key.clone();
+            .call("get", |mut c| {
+                let key = key.to_owned();
                 async move { c.get(key, None).await }
             })
             .await?;
         match resp.kvs().first() {
             None => Ok(None),
             Some(kv) => Ok(Some(Versioned {
-                value: record::decode(&key, "task record", kv.value())?,
+                value: record::decode(key, what, kv.value())?,
                 mod_revision: kv.mod_revision(),
             })),
         }

@@ -11,8 +11,8 @@
 //! - [`Cluster::close`]: the task is over (its node reported it stopped, or the node is gone: then
 //!   guarded on the node record's absence too): closed, and its assignment deleted;
 //! - [`Cluster::forget`]: a closed task's record deleted after the retention;
-//! - services: [`Cluster::create_service`] (only if the name is free), [`Cluster::update_service`]
-//!   (guarded), [`Cluster::remove_service`], and [`Cluster::start_service_tasks`], which writes the
+//! - services: [`Cluster::service`] (one, with its revision), [`Cluster::create_service`] (only
+//!   if the name is free), [`Cluster::update_service`] (guarded), [`Cluster::remove_service`], and [`Cluster::start_service_tasks`], which writes the
 //!   service record (its `launched` count) in the same transaction as the new tasks, guarded by
 //!   the service's revision, so one shortfall is never filled twice.
 
@@ -224,6 +224,14 @@ impl Cluster {
             .list::<ServiceRecord>(keys::SERVICES, "service record")
             .await?;
         Ok(list.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// One service with its `mod_revision`, None when there is no such service.
+    pub async fn service(
+        &self,
+        name: &str,
+    ) -> Result<Option<Versioned<ServiceRecord>>, ClusterError> {
+        self.get(&keys::service(name), "service record").await
     }
 
     /// Commits guarded writes, as many per transaction as [`MAX_OPS`] allows (a transaction

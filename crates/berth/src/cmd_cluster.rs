@@ -1,13 +1,16 @@
 //! `berth cluster …`: the client of a berth cluster, talking to etcd through berth-cluster (this
 //! module knows no key and no etcd call): `submit` writes pending tasks, `ps` lists tasks with
-//! their node and status, `stop` marks one stopped, `nodes` the registered nodes with what is reserved on them, `drain`
-//! asks for a node to take no new task (or no longer, `--undo`). Text tables for people,
-//! `--output json` (one JSON document) for tools. See docs/cluster.md.
+//! their node, service and status, `nodes` the registered nodes with what is reserved on them
+//! (both from one read of the whole cluster at one revision), `stop` asks a task to stop,
+//! `drain` asks for a node to take no new task (or no longer, `--undo`); `service` is
+//! [`crate::cmd_cluster_service`]. Text tables for people, `--output json` (one JSON document)
+//! for tools. See docs/cluster.md.
 
 use crate::output::{Output, table};
 use anyhow::{Context as _, bail};
-use berth_cluster::record::{Constraint, DesiredStatus, Resources, Strategy, TaskRecord};
-use berth_cluster::store::{Cluster, parse_endpoints};
+use berth_cluster::record::{Constraint, DesiredStatus, Resources, StopCode, Strategy, TaskRecord};
+use berth_cluster::store::{Cluster, Versioned, parse_endpoints};
+use berth_cluster::view::ClusterView;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +29,9 @@ pub struct ConnArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  export BERTH_ETCD=http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379\n  berth cluster submit task.json --count 3\n  berth cluster ps\n  berth cluster stop 0123abcd4567\n  berth cluster service create web web.json --desired-count 3\n  berth cluster service ls\n  berth cluster nodes\n  berth cluster drain ip-10-0-0-7\n\nTasks are started, placed, replaced and closed by `berth controller` (one leads); every\ncommand here only reads the cluster or writes what is wanted. See docs/cluster.md."
+)]
 pub struct Args {
     #[command(subcommand)]
     pub command: ClusterCommand,
@@ -51,24 +57,36 @@ pub enum ClusterCommand {
         #[command(flatten)]
         conn: ConnArgs,
     },
-    /// List the cluster's tasks: node, desired and last status, reason.
+    /// List the cluster's tasks: family, service, node, desired and last status, reason.
+    #[command(
+        after_help = "LAST is ECS's lastStatus as the cluster knows it: PENDING (not placed yet; REASON says\nwhy), PROVISIONING (placed, its node has reported nothing yet), what its node reports\n(PENDING, RUNNING, STOPPED), or STOPPED once the controller has closed it (REASON says why).\nStopped tasks stay listed for the controller's --stopped-retention (1h)."
+    )]
     Ps {
         #[command(flatten)]
         conn: ConnArgs,
     },
-    /// List the registered nodes: capacity, what is reserved, tasks, draining, attributes.
+    /// List the registered nodes: capacity, what is reserved (every task on the node that is
+    /// not yet closed), tasks, draining, attributes.
     Nodes {
         #[command(flatten)]
         conn: ConnArgs,
     },
-    /// Stop a task: its desired status becomes STOPPED and its assignment is removed (a pending
-    /// task is never placed).
+    /// Stop a task (ECS StopTask): desired status STOPPED. A placed task is STOPPING until its
+    /// node stops it and reports; a pending one is STOPPED at once and never placed.
+    #[command(
+        after_help = "Examples:\n  berth cluster stop 0123abcd4567\n  berth cluster stop 0123abcd4567 --output json\n\nA service's task that is stopped is replaced by the controller, as ECS's scheduler does."
+    )]
     Stop {
         /// The task's id, or a prefix of it no other task's id starts with (the 12 characters
         /// `berth cluster ps` prints).
         task: String,
         #[command(flatten)]
         conn: ConnArgs,
+    },
+    /// Services (ECS REPLICA services): create, update, rm, ls.
+    Service {
+        #[command(subcommand)]
+        command: crate::cmd_cluster_service::ServiceCommand,
     },
     /// Drain a node: no new task is placed on it (--undo: it takes tasks again).
     Drain {
@@ -89,17 +107,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Now, in milliseconds since the epoch, as the cluster records write it.
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     u64::try_from(berth_engine::report::now_ms()).unwrap_or(0)
 }
 
-async fn connect(conn: &ConnArgs) -> anyhow::Result<Cluster> {
+pub(crate) async fn connect(conn: &ConnArgs) -> anyhow::Result<Cluster> {
     let endpoints = parse_endpoints(&conn.etcd).map_err(anyhow::Error::msg)?;
     Ok(Cluster::connect(&endpoints).await?)
 }
 
 /// Reads a JSON array option; the error names the option and the JSON path.
-fn json_option<T: serde::de::DeserializeOwned>(
+pub(crate) fn json_option<T: serde::de::DeserializeOwned>(
     option: &str,
     text: Option<&str>,
 ) -> anyhow::Result<Vec<T>> {
@@ -118,8 +136,19 @@ fn json_option<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn print_json(v: &impl serde::Serialize) {
+pub(crate) fn print_json(v: &impl serde::Serialize) {
     println!("{}", serde_json::to_string(v).unwrap_or_default());
+}
+
+/// Says on standard error which records under `prefix` could not be read (another writer put
+/// something else there): they are left out of what is listed.
+pub(crate) fn warn_bad(view: &ClusterView, prefix: &str) {
+    for (key, why) in view.bad.range(prefix.to_owned()..) {
+        if !key.starts_with(prefix) {
+            break;
+        }
+        eprintln!("berth: warning: left out: {why}");
+    }
 }
 
 async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
@@ -173,195 +202,10 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        ClusterCommand::Ps { conn } => {
-            let cluster = connect(&conn).await?;
-            let (tasks, _) = cluster.tasks().await?;
-            let statuses: BTreeMap<String, _> = cluster
-                .statuses()
-                .await?
-                .into_iter()
-                .map(|(node, s)| (s.task.clone(), (node, s)))
-                .collect();
-            let mut tasks: Vec<TaskRecord> = tasks.into_iter().map(|t| t.value).collect();
-            tasks.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
-            let last = |t: &TaskRecord| -> String {
-                match (&t.node, statuses.get(&t.id)) {
-                    (Some(node), Some((at, s))) if at == node => s.last_status.clone(),
-                    // No status from a node: what the cluster decided is all there is.
-                    _ if t.desired_status == DesiredStatus::Stopped => "STOPPED".to_owned(),
-                    (Some(_), _) => "PLACED".to_owned(),
-                    (None, _) => "PENDING".to_owned(),
-                }
-            };
-            match conn.output {
-                Output::Json => {
-                    let rows: Vec<serde_json::Value> = tasks
-                        .iter()
-                        .map(|t| {
-                            serde_json::json!({
-                                "task": t.id,
-                                "family": t.definition.family,
-                                "revision": t.definition.revision,
-                                "group": t.group,
-                                "node": t.node,
-                                "desiredStatus": t.desired_status,
-                                "lastStatus": last(t),
-                                "reason": t.reason,
-                                "cpu": t.demand.cpu,
-                                "memoryMib": t.demand.memory_mib,
-                            })
-                        })
-                        .collect();
-                    print_json(&serde_json::json!({ "tasks": rows }));
-                }
-                Output::Text => {
-                    let rows: Vec<[String; 6]> = tasks
-                        .iter()
-                        .map(|t| {
-                            [
-                                t.id.chars().take(12).collect(),
-                                format!("{}:{}", t.definition.family, t.definition.revision),
-                                t.node.clone().unwrap_or_else(|| "-".into()),
-                                format!("{:?}", t.desired_status).to_uppercase(),
-                                last(t),
-                                t.reason.clone().unwrap_or_else(|| "-".into()),
-                            ]
-                        })
-                        .collect();
-                    print!(
-                        "{}",
-                        table(
-                            &["TASK", "FAMILY", "NODE", "DESIRED", "LAST", "REASON"],
-                            &rows
-                        )
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        ClusterCommand::Nodes { conn } => {
-            let cluster = connect(&conn).await?;
-            let mut nodes = cluster.nodes().await?;
-            nodes.sort_by(|a, b| a.name.cmp(&b.name));
-            let drains: Vec<String> = cluster.drains().await?;
-            let (tasks, _) = cluster.tasks().await?;
-            let mut used: BTreeMap<String, (Resources, u64)> = BTreeMap::new();
-            for t in tasks {
-                if let (Some(node), DesiredStatus::Running) =
-                    (&t.value.node, t.value.desired_status)
-                {
-                    let e = used.entry(node.clone()).or_default();
-                    e.0 = e.0.saturating_add(t.value.demand);
-                    e.1 += 1;
-                }
-            }
-            let status = |name: &str| {
-                if drains.iter().any(|d| d == name) {
-                    "DRAINING"
-                } else {
-                    "ACTIVE"
-                }
-            };
-            match conn.output {
-                Output::Json => {
-                    let rows: Vec<serde_json::Value> = nodes
-                        .iter()
-                        .map(|n| {
-                            let (r, count) = used.get(&n.name).copied().unwrap_or_default();
-                            serde_json::json!({
-                                "node": n.name,
-                                "status": status(&n.name),
-                                "capacity": n.capacity,
-                                "reserved": r,
-                                "tasks": count,
-                                "attributes": n.attributes,
-                                "version": n.version,
-                            })
-                        })
-                        .collect();
-                    print_json(&serde_json::json!({ "nodes": rows }));
-                }
-                Output::Text => {
-                    let rows: Vec<[String; 6]> = nodes
-                        .iter()
-                        .map(|n| {
-                            let (r, count) = used.get(&n.name).copied().unwrap_or_default();
-                            [
-                                n.name.clone(),
-                                status(&n.name).to_owned(),
-                                format!("{}/{}", r.cpu, n.capacity.cpu),
-                                format!("{}/{}", r.memory_mib, n.capacity.memory_mib),
-                                count.to_string(),
-                                n.attributes
-                                    .iter()
-                                    .map(|(k, v)| format!("{k}={v}"))
-                                    .collect::<Vec<_>>()
-                                    .join(","),
-                            ]
-                        })
-                        .collect();
-                    print!(
-                        "{}",
-                        table(
-                            &[
-                                "NODE",
-                                "STATUS",
-                                "CPU",
-                                "MEMORY(MiB)",
-                                "TASKS",
-                                "ATTRIBUTES"
-                            ],
-                            &rows
-                        )
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        ClusterCommand::Stop { task, conn } => {
-            let cluster = connect(&conn).await?;
-            // A task changed between the read and the stop (the controller placed it) is read
-            // again; a few rounds at most, since each change is a placement or a reason.
-            for _ in 0..5 {
-                let (tasks, _) = cluster.tasks().await?;
-                let matches: Vec<_> = tasks
-                    .into_iter()
-                    .filter(|t| t.value.id.starts_with(&task))
-                    .collect();
-                let found = match matches.len() {
-                    0 => bail!("no task {task:?} in the cluster (berth cluster ps lists them)"),
-                    1 => &matches[0],
-                    _ => bail!(
-                        "task {task:?} is ambiguous: {} tasks start with it ({}); give more characters",
-                        matches.len(),
-                        matches
-                            .iter()
-                            .map(|t| t.value.id.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                };
-                if found.value.desired_status == DesiredStatus::Stopped
-                    || cluster
-                        .stop(
-                            found,
-                            "Task stopped by user",
-                            berth_cluster::record::StopCode::UserInitiated,
-                            now_ms(),
-                        )
-                        .await?
-                {
-                    match conn.output {
-                        Output::Json => print_json(
-                            &serde_json::json!({ "task": found.value.id, "desiredStatus": "STOPPED" }),
-                        ),
-                        Output::Text => println!("{}: STOPPED", found.value.id),
-                    }
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-            bail!("task {task:?} kept changing while being stopped; try again")
-        }
+        ClusterCommand::Ps { conn } => ps(&conn).await,
+        ClusterCommand::Nodes { conn } => nodes(&conn).await,
+        ClusterCommand::Stop { task, conn } => stop(&task, &conn).await,
+        ClusterCommand::Service { command } => crate::cmd_cluster_service::run(command).await,
         ClusterCommand::Drain { node, undo, conn } => {
             berth_cluster::keys::check_name("node", &node).map_err(anyhow::Error::msg)?;
             let cluster = connect(&conn).await?;
@@ -373,4 +217,214 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The cluster's tasks, oldest first.
+fn by_age(view: &ClusterView) -> Vec<&TaskRecord> {
+    let mut tasks: Vec<&TaskRecord> = view.tasks.values().map(|t| &t.value).collect();
+    tasks.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+    tasks
+}
+
+async fn ps(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
+    let cluster = connect(conn).await?;
+    let view = cluster.view().await?;
+    warn_bad(&view, berth_cluster::keys::TASKS);
+    let tasks = by_age(&view);
+    match conn.output {
+        Output::Json => {
+            let rows: Vec<serde_json::Value> = tasks
+                .iter()
+                .map(|t| {
+                    serde_json::json!({
+                        "task": t.id,
+                        "family": t.definition.family,
+                        "revision": t.definition.revision,
+                        "group": t.group,
+                        "service": t.service,
+                        "startedBy": t.started_by,
+                        "node": t.node,
+                        "desiredStatus": t.desired_status,
+                        "lastStatus": view.last_status(t),
+                        "healthStatus": view.status_of(t).map(|s| s.health_status.clone()),
+                        "reason": t.reason,
+                        "stopCode": t.stop_code,
+                        "stoppedAtMs": t.stopped_at_ms,
+                        "cpu": t.demand.cpu,
+                        "memoryMib": t.demand.memory_mib,
+                    })
+                })
+                .collect();
+            print_json(&serde_json::json!({ "tasks": rows }));
+        }
+        Output::Text => {
+            let rows: Vec<[String; 7]> = tasks
+                .iter()
+                .map(|t| {
+                    [
+                        t.id.chars().take(12).collect(),
+                        format!("{}:{}", t.definition.family, t.definition.revision),
+                        t.service.clone().unwrap_or_else(|| "-".into()),
+                        t.node.clone().unwrap_or_else(|| "-".into()),
+                        t.desired_status.as_str().to_owned(),
+                        view.last_status(t),
+                        t.reason.clone().unwrap_or_else(|| "-".into()),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                table(
+                    &[
+                        "TASK", "FAMILY", "SERVICE", "NODE", "DESIRED", "LAST", "REASON"
+                    ],
+                    &rows
+                )
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn nodes(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
+    let cluster = connect(conn).await?;
+    let view = cluster.view().await?;
+    warn_bad(&view, berth_cluster::keys::NODES);
+    // Every task on a node that the controller has not closed reserves its demand there (a
+    // task asked to stop still runs until its node reports it stopped).
+    let mut used: BTreeMap<&str, (Resources, u64)> = BTreeMap::new();
+    for t in view.tasks.values().map(|t| &t.value) {
+        if let (Some(node), false) = (&t.node, t.is_closed()) {
+            let e = used.entry(node.as_str()).or_default();
+            e.0 = e.0.saturating_add(t.demand);
+            e.1 += 1;
+        }
+    }
+    let status = |name: &str| {
+        if view.drains.contains(name) {
+            "DRAINING"
+        } else {
+            "ACTIVE"
+        }
+    };
+    let nodes = view.nodes.values();
+    match conn.output {
+        Output::Json => {
+            let rows: Vec<serde_json::Value> = nodes
+                .map(|n| {
+                    let (r, count) = used.get(n.name.as_str()).copied().unwrap_or_default();
+                    serde_json::json!({
+                        "node": n.name,
+                        "status": status(&n.name),
+                        "capacity": n.capacity,
+                        "reserved": r,
+                        "tasks": count,
+                        "attributes": n.attributes,
+                        "version": n.version,
+                    })
+                })
+                .collect();
+            print_json(&serde_json::json!({ "nodes": rows }));
+        }
+        Output::Text => {
+            let rows: Vec<[String; 6]> = nodes
+                .map(|n| {
+                    let (r, count) = used.get(n.name.as_str()).copied().unwrap_or_default();
+                    [
+                        n.name.clone(),
+                        status(&n.name).to_owned(),
+                        format!("{}/{}", r.cpu, n.capacity.cpu),
+                        format!("{}/{}", r.memory_mib, n.capacity.memory_mib),
+                        count.to_string(),
+                        n.attributes
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                table(
+                    &[
+                        "NODE",
+                        "STATUS",
+                        "CPU",
+                        "MEMORY(MiB)",
+                        "TASKS",
+                        "ATTRIBUTES"
+                    ],
+                    &rows
+                )
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The one task whose id starts with `prefix`; the error says none or which several.
+fn find<'a>(view: &'a ClusterView, prefix: &str) -> anyhow::Result<&'a Versioned<TaskRecord>> {
+    let matches: Vec<&Versioned<TaskRecord>> = view
+        .tasks
+        .range(prefix.to_owned()..)
+        .take_while(|(id, _)| id.starts_with(prefix))
+        .map(|(_, t)| t)
+        .collect();
+    match matches.as_slice() {
+        [] => bail!("no task {prefix:?} in the cluster (berth cluster ps lists them)"),
+        [one] => Ok(one),
+        many => bail!(
+            "task {prefix:?} is ambiguous: {} tasks start with it ({}); give more characters",
+            many.len(),
+            many.iter()
+                .map(|t| t.value.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+async fn stop(task: &str, conn: &ConnArgs) -> anyhow::Result<ExitCode> {
+    if task.is_empty() {
+        bail!("TASK: give a task id, or the first characters of one (berth cluster ps lists them)");
+    }
+    let cluster = connect(conn).await?;
+    // A task changed between the read and the stop (the controller placed it, or closed it)
+    // is read again; a few rounds at most.
+    for _ in 0..5 {
+        let view = cluster.view().await?;
+        let found = find(&view, task)?;
+        let t = &found.value;
+        let done = t.desired_status == DesiredStatus::Stopped
+            || cluster
+                .stop(
+                    found,
+                    "Task stopped by user",
+                    StopCode::UserInitiated,
+                    now_ms(),
+                )
+                .await?;
+        if !done {
+            continue;
+        }
+        // A pending task is closed by the stop itself; a placed one runs until its node stops
+        // it and reports (its last status is what the node last said).
+        let closed = t.is_closed() || t.node.is_none();
+        let last = if closed {
+            berth_cluster::record::STOPPED.to_owned()
+        } else {
+            view.last_status(t)
+        };
+        match conn.output {
+            Output::Json => print_json(&serde_json::json!({
+                "task": t.id,
+                "desiredStatus": DesiredStatus::Stopped,
+                "lastStatus": last,
+            })),
+            Output::Text => println!("{}: {}", t.id, if closed { "STOPPED" } else { "STOPPING" }),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    bail!("task {task:?} kept changing while being stopped; try again")
 }

@@ -4,6 +4,7 @@
 mod agent;
 mod client;
 mod cmd_cluster;
+mod cmd_cluster_service;
 mod cmd_controller;
 mod cmd_gc;
 mod cmd_run;
@@ -69,7 +70,8 @@ enum Command {
     /// Serve berth's Docker volume plugin (reference-counted mounts, durable state), or release
     /// leaked references (`berth volume-plugin release`).
     VolumePlugin(cmd_volume_plugin::Args),
-    /// The client of a berth cluster on etcd: submit, ps, nodes, drain (docs/cluster.md).
+    /// The client of a berth cluster on etcd: submit, ps, stop, nodes, drain, service
+    /// (docs/cluster.md).
     Cluster(cmd_cluster::Args),
     /// Place the cluster's pending tasks onto its nodes; several may run, one leads (etcd
     /// election), the others wait.

@@ -1,9 +1,11 @@
 //! `berth controller` and `berth cluster …` as processes, against a real 3-member etcd cluster of
-//! the test's own (`berth_testkit::etcd`). Nodes are registered by the test (the node agent is a
-//! later step), so what is checked is the control plane: placement through the controllers, the
-//! leader's loss, the CLI's output and its refusals. Run: `scripts/test -p berth --test cluster_cli`.
+//! the test's own (`berth_testkit::etcd`). Nodes are registered by the test, and the test plays
+//! their agents (it writes the statuses a node would report, under the node's lease, with the
+//! task's fence), so what is checked is the control plane: placement through the controllers,
+//! the leader's loss, stops, services and their rolling updates, the CLI's output and its
+//! refusals. Run: `scripts/test -p berth --test cluster_cli`.
 
-use berth_cluster::record::{NodeRecord, Resources};
+use berth_cluster::record::{DesiredStatus, NodeRecord, Resources, StatusRecord};
 use berth_cluster::store::Cluster;
 use berth_testkit::etcd::EtcdCluster;
 use std::collections::BTreeMap;
@@ -123,6 +125,102 @@ fn wait_placed(endpoints: &str, n: usize, limit: Duration) -> (BTreeMap<String, 
     }
 }
 
+/// Registers nodes (2048 CPU units and MiB each, attribute `zone=z-<name>`) under leases of
+/// their own; node → lease.
+fn register(
+    rt: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    names: &[&str],
+) -> BTreeMap<String, i64> {
+    let mut leases = BTreeMap::new();
+    for name in names {
+        rt.block_on(async {
+            let lease = cluster.grant(600).await.unwrap();
+            let mut attributes = BTreeMap::new();
+            attributes.insert("zone".to_owned(), format!("z-{name}"));
+            cluster
+                .put_node(&NodeRecord {
+                    name: (*name).to_owned(),
+                    capacity: Resources {
+                        cpu: 2048,
+                        memory_mib: 2048,
+                    },
+                    attributes,
+                    version: "test".to_owned(),
+                    registered_at_ms: 1,
+                    lease,
+                })
+                .await
+                .unwrap();
+            leases.insert((*name).to_owned(), lease);
+        });
+    }
+    leases
+}
+
+/// Plays the node agent of the task's node: reports `status` for the task's current placement
+/// (its fence), under the node's lease.
+fn report(
+    rt: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    leases: &BTreeMap<String, i64>,
+    task: &str,
+    status: &str,
+) {
+    let t = rt
+        .block_on(cluster.task(task))
+        .unwrap()
+        .unwrap_or_else(|| panic!("no task {task}"))
+        .value;
+    let node = t
+        .node
+        .unwrap_or_else(|| panic!("task {task} is not placed"));
+    let record = StatusRecord {
+        task: task.to_owned(),
+        fence: t.fence.unwrap(),
+        last_status: status.to_owned(),
+        health_status: "UNKNOWN".to_owned(),
+        stopped_reason: (status == "STOPPED").then(|| "stopped by the test's node".to_owned()),
+        failed_to_start: false,
+        updated_at_ms: 1,
+    };
+    rt.block_on(cluster.put_statuses(&node, leases[&node], &[record]))
+        .unwrap();
+}
+
+/// Reads `ps` until `done` says so, calling `check` on every read (an invariant that must hold
+/// throughout); the tasks of the read that satisfied `done`.
+fn wait_ps(
+    endpoints: &str,
+    limit: Duration,
+    what: &str,
+    check: &dyn Fn(&[serde_json::Value]),
+    done: &dyn Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let start = Instant::now();
+    loop {
+        let tasks = ps(endpoints);
+        check(&tasks);
+        if done(&tasks) {
+            return tasks;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{what}: not within {limit:?}: {tasks:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn str_of<'a>(v: &'a serde_json::Value, field: &str) -> &'a str {
+    v[field].as_str().unwrap_or("")
+}
+
+/// A task the controller has not closed.
+fn open(t: &serde_json::Value) -> bool {
+    t["stoppedAtMs"].is_null()
+}
+
 fn per_node(placed: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for node in placed.values() {
@@ -140,27 +238,7 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
     let cluster = rt
         .block_on(Cluster::connect(&etcd.endpoint_list()))
         .unwrap();
-    for name in ["n1", "n2", "n3"] {
-        rt.block_on(async {
-            let lease = cluster.grant(60).await.unwrap();
-            let mut attributes = BTreeMap::new();
-            attributes.insert("zone".to_owned(), format!("z-{name}"));
-            cluster
-                .put_node(&NodeRecord {
-                    name: name.to_owned(),
-                    capacity: Resources {
-                        cpu: 2048,
-                        memory_mib: 2048,
-                    },
-                    attributes,
-                    version: "test".to_owned(),
-                    registered_at_ms: 1,
-                    lease,
-                })
-                .await
-                .unwrap();
-        });
-    }
+    let leases = register(&rt, &cluster, &["n1", "n2", "n3"]);
     let def = dir.path().join("web.json");
     std::fs::write(
         &def,
@@ -248,16 +326,16 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.starts_with("TASK"), "{text}");
     assert!(
-        text.contains(&new[0][..12]) && text.contains("web:0") && text.contains("PLACED"),
+        text.contains(&new[0][..12]) && text.contains("web:0") && text.contains("PROVISIONING"),
         "{text}"
     );
 
-    // Stop by prefix: desired STOPPED, its assignment says STOPPED (its node stops it and
-    // reports; no node agent runs here, so it stays there).
+    // Stop by prefix: desired STOPPED, its assignment says STOPPED, and it is STOPPING until
+    // its node (the test) reports it stopped; it still reserves its node's resources.
     let out = berth(&["cluster", "stop", &new[0][..12], "--etcd", &endpoints]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("{}: STOPPED\n", new[0]),
+        format!("{}: STOPPING\n", new[0]),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -267,34 +345,462 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
         .iter()
         .find(|a| a.task == new[0])
         .expect("assignment kept");
-    assert_eq!(
-        asg.desired_status,
-        berth_cluster::record::DesiredStatus::Stopped
-    );
+    assert_eq!(asg.desired_status, DesiredStatus::Stopped);
     assert_eq!(asg.reason.as_deref(), Some("Task stopped by user"));
-    let stopped = ps(&endpoints)
+    let stopping = ps(&endpoints)
         .into_iter()
         .find(|t| t["task"] == new[0].as_str())
         .unwrap();
-    assert_eq!(stopped["desiredStatus"], "STOPPED");
-    assert_eq!(stopped["reason"], "Task stopped by user");
-    assert_eq!(stopped["lastStatus"], "STOPPED");
-    let nodes = json_of(&berth(&[
-        "cluster", "nodes", "--etcd", &endpoints, "--output", "json",
+    assert_eq!(stopping["desiredStatus"], "STOPPED");
+    assert_eq!(stopping["reason"], "Task stopped by user");
+    assert_eq!(stopping["stopCode"], "UserInitiated");
+    assert_eq!(stopping["lastStatus"], "PROVISIONING");
+    assert!(stopping["stoppedAtMs"].is_null(), "{stopping}");
+    let node_tasks = |endpoints: &str| {
+        let nodes = json_of(&berth(&[
+            "cluster", "nodes", "--etcd", endpoints, "--output", "json",
+        ]));
+        nodes["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == node.as_str())
+            .unwrap()["tasks"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(node_tasks(&endpoints), 4);
+    // Stopping it again changes nothing and says so.
+    let again = json_of(&berth(&[
+        "cluster", "stop", &new[0], "--etcd", &endpoints, "--output", "json",
     ]));
-    let n = nodes["nodes"]
-        .as_array()
+    assert_eq!(
+        again,
+        serde_json::json!({"task": new[0], "desiredStatus": "STOPPED", "lastStatus": "PROVISIONING"})
+    );
+
+    // The node reports it stopped: the controller closes it (keeping the user's reason and
+    // code) and deletes its assignment; it no longer counts on the node.
+    report(&rt, &cluster, &leases, &new[0], "STOPPED");
+    let tasks = wait_ps(
+        &endpoints,
+        Duration::from_secs(10),
+        "the stopped task closed",
+        &|_| {},
+        &|tasks| {
+            tasks
+                .iter()
+                .any(|t| t["task"] == new[0].as_str() && !open(t))
+        },
+    );
+    let closed = tasks.iter().find(|t| t["task"] == new[0].as_str()).unwrap();
+    assert_eq!(closed["lastStatus"], "STOPPED");
+    assert_eq!(closed["reason"], "Task stopped by user");
+    assert_eq!(closed["stopCode"], "UserInitiated");
+    assert!(
+        !rt.block_on(cluster.assignments(&node))
+            .unwrap()
+            .0
+            .iter()
+            .any(|a| a.task == new[0])
+    );
+    assert_eq!(node_tasks(&endpoints), 3);
+
+    // A task no node can take stays pending; stopping it closes it at once.
+    let nowhere = json_of(&berth(&[
+        "cluster",
+        "submit",
+        def.to_str().unwrap(),
+        "--placement-constraints",
+        r#"[{"type":"memberOf","expression":"attribute:zone == nowhere"}]"#,
+        "--etcd",
+        &endpoints,
+        "--output",
+        "json",
+    ]))["tasks"][0]
+        .as_str()
         .unwrap()
-        .iter()
-        .find(|n| n["node"] == node.as_str())
+        .to_owned();
+    let out = json_of(&berth(&[
+        "cluster", "stop", &nowhere, "--etcd", &endpoints, "--output", "json",
+    ]));
+    assert_eq!(
+        out,
+        serde_json::json!({"task": nowhere, "desiredStatus": "STOPPED", "lastStatus": "STOPPED"})
+    );
+    let t = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == nowhere.as_str())
         .unwrap();
-    assert_eq!(n["tasks"], 3, "{n}");
+    assert!(t["node"].is_null() && !open(&t), "{t}");
+    assert_eq!(t["lastStatus"], "STOPPED");
+
     let out = berth(&["cluster", "stop", "nosuchtask", "--etcd", &endpoints]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
         err.contains("no task \"nosuchtask\" in the cluster"),
         "{err}"
+    );
+}
+
+/// `berth cluster service …` with its output as JSON; panics when it fails.
+fn service(endpoints: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["cluster", "service"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--etcd", endpoints, "--output", "json"]);
+    json_of(&berth(&all))
+}
+
+/// `berth cluster service …` that must fail; its standard error.
+fn refused(endpoints: &str, args: &[&str]) -> String {
+    let mut all = vec!["cluster", "service"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--etcd", endpoints]);
+    let out = berth(&all);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `berth cluster service ls --output json`'s services by name.
+fn services(endpoints: &str) -> BTreeMap<String, serde_json::Value> {
+    service(endpoints, &["ls"])["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (str_of(s, "service").to_owned(), s.clone()))
+        .collect()
+}
+
+#[test]
+fn services_are_started_rolled_over_and_removed_by_the_controller() {
+    const D: usize = 3;
+    let etcd = EtcdCluster::start("svc", 3);
+    let endpoints = etcd.endpoints();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt
+        .block_on(Cluster::connect(&etcd.endpoint_list()))
+        .unwrap();
+    let leases = register(&rt, &cluster, &["n1", "n2", "n3"]);
+    let v1 = dir.path().join("web-1.json");
+    let v2 = dir.path().join("web-2.json");
+    for (file, revision) in [(&v1, 1), (&v2, 2)] {
+        std::fs::write(
+            file,
+            format!(
+                r#"{{"family":"web","revision":{revision},"containerDefinitions":[{{"name":"app","image":"busybox","cpu":128,"memory":128}}]}}"#
+            ),
+        )
+        .unwrap();
+    }
+    let (v1, v2) = (v1.to_str().unwrap(), v2.to_str().unwrap());
+    let _controller = Controller::start(dir.path(), "c1", &endpoints);
+
+    // Create: ECS's defaults, a deployment id of ECS's form.
+    let created = service(&endpoints, &["create", "web", v1, "--desired-count", "3"]);
+    let d1 = str_of(&created, "deployment").to_owned();
+    assert!(
+        d1.strip_prefix("ecs-svc/")
+            .is_some_and(|n| n.len() == 19 && n.bytes().all(|b| b.is_ascii_digit())),
+        "{created}"
+    );
+    assert_eq!(created["status"], "ACTIVE");
+    assert_eq!(created["taskDefinition"], "web:1");
+    assert_eq!(created["minimumHealthyPercent"], 100);
+    assert_eq!(created["maximumPercent"], 200);
+    // A service of no task (removed below without --force).
+    service(&endpoints, &["create", "idle", v1, "--desired-count", "0"]);
+
+    // The controller starts D tasks of the deployment and spreads them over the nodes.
+    let web = |t: &serde_json::Value| t["service"] == "web";
+    let tasks = wait_ps(
+        &endpoints,
+        Duration::from_secs(15),
+        "3 service tasks placed",
+        &|_| {},
+        &|tasks| {
+            tasks
+                .iter()
+                .filter(|t| web(t) && !t["node"].is_null())
+                .count()
+                == D
+        },
+    );
+    let first: Vec<&serde_json::Value> = tasks.iter().filter(|t| web(t)).collect();
+    assert_eq!(first.len(), D, "{tasks:#?}");
+    let mut nodes: Vec<&str> = first.iter().map(|t| str_of(t, "node")).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2", "n3"], "{first:#?}");
+    for t in &first {
+        assert_eq!(t["startedBy"], d1.as_str(), "{t}");
+        assert_eq!(t["group"], "service:web", "{t}");
+        assert_eq!(t["lastStatus"], "PROVISIONING", "{t}");
+        assert_eq!(t["revision"], 1, "{t}");
+    }
+    let first: Vec<String> = first.iter().map(|t| str_of(t, "task").to_owned()).collect();
+    for id in &first {
+        report(&rt, &cluster, &leases, id, "RUNNING");
+    }
+    wait_ps(
+        &endpoints,
+        Duration::from_secs(5),
+        "RUNNING reported",
+        &|_| {},
+        &|tasks| {
+            tasks
+                .iter()
+                .filter(|t| web(t) && t["lastStatus"] == "RUNNING")
+                .count()
+                == D
+        },
+    );
+    let ls = berth(&["cluster", "service", "ls", "--etcd", &endpoints]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    let row = format!("web   ACTIVE  3        3        0        {d1}  web:1");
+    assert!(
+        text.starts_with("NAME  STATUS  DESIRED  RUNNING  PENDING  DEPLOYMENT")
+            && text.contains(&row),
+        "{text}"
+    );
+    let ps_text = berth(&["cluster", "ps", "--etcd", &endpoints]);
+    let ps_text = String::from_utf8_lossy(&ps_text.stdout);
+    assert!(
+        ps_text.starts_with("TASK") && ps_text.contains("SERVICE") && ps_text.contains(" web "),
+        "{ps_text}"
+    );
+
+    // Refusals that need the cluster.
+    let err = refused(&endpoints, &["create", "web", v1, "--desired-count", "1"]);
+    assert!(
+        err.contains("service \"web\" already exists")
+            && err.contains("berth cluster service update web"),
+        "{err}"
+    );
+    for args in [
+        &["update", "nosuch", "--desired-count", "1"][..],
+        &["rm", "nosuch"][..],
+    ] {
+        let err = refused(&endpoints, args);
+        assert!(
+            err.contains("no service \"nosuch\" in the cluster"),
+            "{args:?}: {err}"
+        );
+    }
+    let err = refused(&endpoints, &["update", "web", "--maximum-percent", "100"]);
+    assert!(
+        err.contains("--maximum-percent: 100 is not above --minimum-healthy-percent 100")
+            && err.contains("never make progress"),
+        "{err}"
+    );
+    let err = refused(&endpoints, &["rm", "web"]);
+    assert!(
+        err.contains("The service cannot be stopped while it is scaled above 0.")
+            && err.contains("--desired-count 0")
+            && err.contains("--force"),
+        "{err}"
+    );
+
+    // A new definition revision: a new deployment. The new tasks start (at most 2×D open);
+    // an old one is asked to stop only once a new one runs (at least D healthy throughout).
+    let updated = service(&endpoints, &["update", "web", "--task-definition", v2]);
+    let d2 = str_of(&updated, "deployment").to_owned();
+    assert_ne!(d2, d1);
+    assert_eq!(updated["newDeployment"], true);
+    assert_eq!(updated["taskDefinition"], "web:2");
+    let (d1c, d2c) = (d1.clone(), d2.clone());
+    let of = move |tasks: &[serde_json::Value], d: &str| -> Vec<serde_json::Value> {
+        tasks
+            .iter()
+            .filter(|t| t["service"] == "web" && open(t) && t["startedBy"] == d)
+            .cloned()
+            .collect()
+    };
+    let rollout = |tasks: &[serde_json::Value]| {
+        let open_tasks = tasks.iter().filter(|t| web(t) && open(t)).count();
+        assert!(open_tasks <= 2 * D, "more than 2×D open: {tasks:#?}");
+        let healthy = tasks
+            .iter()
+            .filter(|t| web(t) && t["lastStatus"] == "RUNNING" && t["desiredStatus"] == "RUNNING")
+            .count();
+        assert!(healthy >= D, "fewer than D healthy: {tasks:#?}");
+        let asked = of(tasks, &d1c)
+            .iter()
+            .filter(|t| t["desiredStatus"] == "STOPPED")
+            .count();
+        let closed_old = tasks
+            .iter()
+            .filter(|t| web(t) && !open(t) && t["startedBy"] == d1c.as_str())
+            .count();
+        let new_running = of(tasks, &d2c)
+            .iter()
+            .filter(|t| t["lastStatus"] == "RUNNING")
+            .count();
+        assert!(
+            asked + closed_old <= new_running,
+            "an old task asked to stop before a new one ran: {tasks:#?}"
+        );
+    };
+    let tasks = wait_ps(
+        &endpoints,
+        Duration::from_secs(15),
+        "the new deployment's tasks placed",
+        &rollout,
+        &|tasks| {
+            of(tasks, &d2)
+                .iter()
+                .filter(|t| !t["node"].is_null())
+                .count()
+                == D
+        },
+    );
+    let second: Vec<String> = of(&tasks, &d2)
+        .iter()
+        .map(|t| str_of(t, "task").to_owned())
+        .collect();
+    for t in of(&tasks, &d2) {
+        assert_eq!(t["revision"], 2, "{t}");
+    }
+    for (i, id) in second.iter().enumerate() {
+        report(&rt, &cluster, &leases, id, "RUNNING");
+        // One more old task is asked to stop, and no more.
+        let tasks = wait_ps(
+            &endpoints,
+            Duration::from_secs(10),
+            "an old task asked to stop",
+            &rollout,
+            &|tasks| {
+                let asked = tasks
+                    .iter()
+                    .filter(|t| {
+                        web(t) && t["startedBy"] == d1.as_str() && t["desiredStatus"] == "STOPPED"
+                    })
+                    .count();
+                asked == i + 1
+            },
+        );
+        // Its node stops it and reports; the controller closes it.
+        for t in of(&tasks, &d1) {
+            if t["desiredStatus"] == "STOPPED" {
+                let id = str_of(&t, "task").to_owned();
+                report(&rt, &cluster, &leases, &id, "STOPPED");
+            }
+        }
+        wait_ps(
+            &endpoints,
+            Duration::from_secs(10),
+            "the old task closed",
+            &rollout,
+            &|tasks| of(tasks, &d1).len() == D - i - 1,
+        );
+    }
+    let tasks = ps(&endpoints);
+    for id in &first {
+        let t = tasks.iter().find(|t| t["task"] == id.as_str()).unwrap();
+        assert_eq!(t["lastStatus"], "STOPPED", "{t}");
+        assert_eq!(t["stopCode"], "ServiceSchedulerInitiated", "{t}");
+        assert_eq!(
+            t["reason"],
+            format!("Scaling activity initiated by (deployment {d2})"),
+            "{t}"
+        );
+    }
+    let ls = services(&endpoints);
+    let s = &ls["web"];
+    assert_eq!(
+        (
+            &s["runningCount"],
+            &s["pendingCount"],
+            &s["deployment"],
+            &s["taskDefinition"]
+        ),
+        (
+            &serde_json::json!(3),
+            &serde_json::json!(0),
+            &serde_json::json!(d2),
+            &serde_json::json!("web:2")
+        ),
+        "{s}"
+    );
+
+    // A desired count alone keeps the deployment: one more task of it.
+    let scaled = service(&endpoints, &["update", "web", "--desired-count", "4"]);
+    assert_eq!(scaled["newDeployment"], false);
+    assert_eq!(scaled["deployment"], d2.as_str());
+    wait_ps(
+        &endpoints,
+        Duration::from_secs(10),
+        "a fourth task placed",
+        &|_| {},
+        &|tasks| {
+            of(tasks, &d2)
+                .iter()
+                .filter(|t| !t["node"].is_null())
+                .count()
+                == 4
+        },
+    );
+
+    // A service scaled to 0 is removed without --force.
+    let removed = service(&endpoints, &["rm", "idle"]);
+    assert_eq!(removed["status"], "DRAINING");
+
+    // rm --force: DRAINING (desired 0); it cannot be updated or created again meanwhile.
+    let removed = service(&endpoints, &["rm", "web", "--force"]);
+    assert_eq!(removed["status"], "DRAINING");
+    let ls = services(&endpoints);
+    assert_eq!(ls["web"]["status"], "DRAINING");
+    assert_eq!(ls["web"]["desiredCount"], 0);
+    let err = refused(&endpoints, &["update", "web", "--desired-count", "1"]);
+    assert!(
+        err.contains("service \"web\" is being removed (DRAINING)"),
+        "{err}"
+    );
+    let err = refused(&endpoints, &["create", "web", v1, "--desired-count", "1"]);
+    assert!(err.contains("still being removed (DRAINING)"), "{err}");
+    // Every task is asked to stop, through its assignment too.
+    let tasks = wait_ps(
+        &endpoints,
+        Duration::from_secs(10),
+        "every task asked to stop",
+        &|_| {},
+        &|tasks| {
+            let open_web: Vec<_> = tasks.iter().filter(|t| web(t) && open(t)).collect();
+            open_web.len() == 4 && open_web.iter().all(|t| t["desiredStatus"] == "STOPPED")
+        },
+    );
+    for t in tasks.iter().filter(|t| web(t) && open(t)) {
+        let id = str_of(t, "task");
+        let node = str_of(t, "node");
+        let asg = rt
+            .block_on(cluster.assignments(node))
+            .unwrap()
+            .0
+            .into_iter()
+            .find(|a| a.task == id)
+            .unwrap_or_else(|| panic!("no assignment of {id}"));
+        assert_eq!(asg.desired_status, DesiredStatus::Stopped, "{id}");
+        report(&rt, &cluster, &leases, id, "STOPPED");
+    }
+    // The controller closes them and deletes the service; `idle` (no task) is gone too.
+    let start = Instant::now();
+    while !services(&endpoints).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:#?}",
+            services(&endpoints)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tasks = ps(&endpoints);
+    assert!(
+        tasks.iter().filter(|t| web(t)).all(|t| !open(t)),
+        "{tasks:#?}"
+    );
+    let text = berth(&["cluster", "service", "ls", "--etcd", &endpoints]);
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout),
+        "NAME  STATUS  DESIRED  RUNNING  PENDING  DEPLOYMENT  TASK DEFINITION\n"
     );
 }
 
@@ -369,6 +875,141 @@ fn bad_options_are_refused_with_their_name_and_a_fix() {
         (
             vec!["controller", "--etcd", unreachable, "--lease-ttl", "500ms"],
             "--lease-ttl: 500ms is below 1s",
+        ),
+        (
+            vec!["cluster", "stop", "", "--etcd", unreachable],
+            "TASK: give a task id",
+        ),
+        (
+            vec![
+                "cluster",
+                "service",
+                "create",
+                "web",
+                file,
+                "--desired-count",
+                "5001",
+                "--etcd",
+                unreachable,
+            ],
+            "--desired-count: 5001 is above 5000, ECS's limit of tasks per service",
+        ),
+        (
+            vec![
+                "cluster",
+                "service",
+                "create",
+                "web",
+                file,
+                "--desired-count",
+                "1",
+                "--minimum-healthy-percent",
+                "101",
+                "--etcd",
+                unreachable,
+            ],
+            "--minimum-healthy-percent: 101 is above 100",
+        ),
+        (
+            vec![
+                "cluster",
+                "service",
+                "create",
+                "web",
+                file,
+                "--desired-count",
+                "1",
+                "--maximum-percent",
+                "99",
+                "--etcd",
+                unreachable,
+            ],
+            "--maximum-percent: 99 is below 100",
+        ),
+        (
+            vec![
+                "cluster",
+                "service",
+                "create",
+                "web",
+                file,
+                "--desired-count",
+                "1",
+                "--minimum-healthy-percent",
+                "50",
+                "--maximum-percent",
+                "50",
+                "--etcd",
+                unreachable,
+            ],
+            "--maximum-percent: 50 is below 100",
+        ),
+        (
+            vec![
+                "cluster",
+                "service",
+                "create",
+                "web",
+                file,
+                "--desired-count",
+                "1",
+                "--maximum-percent",
+                "100",
+                "--etcd",
+                unreachable,
+            ],
+            "--maximum-percent: 100 is not above --minimum-healthy-percent 100: a rolling update could never make progress",
+        ),
+        (
+            vec![
+                "cluster",
+                "service",
+                "create",
+                "a/b",
+                file,
+                "--desired-count",
+                "1",
+                "--etcd",
+                unreachable,
+            ],
+            "service \"a/b\" contains '/'",
+        ),
+        (
+            vec![
+                "cluster",
+                "service",
+                "create",
+                "web",
+                file,
+                "--desired-count",
+                "1",
+                "--placement-strategy",
+                r#"[{"type":"spread","field":"zone"}]"#,
+                "--etcd",
+                unreachable,
+            ],
+            "placementStrategy[0].field: spread takes instanceId, host or attribute:<name>",
+        ),
+        (
+            vec!["cluster", "service", "update", "web", "--etcd", unreachable],
+            "nothing to change: give --task-definition",
+        ),
+        (
+            vec![
+                "cluster",
+                "service",
+                "update",
+                "web",
+                "--minimum-healthy-percent",
+                "200",
+                "--etcd",
+                unreachable,
+            ],
+            "--minimum-healthy-percent: 200 is above 100",
+        ),
+        (
+            vec!["cluster", "service", "rm", "..", "--etcd", unreachable],
+            "service \"..\" is not a name",
         ),
     ] {
         let out = berth(&args);

@@ -1,0 +1,720 @@
+//! `berth cluster service create|update|rm|ls`: ECS services (the REPLICA scheduler) on a berth
+//! cluster. This module checks the options with ECS's rules and defaults (CreateService,
+//! UpdateService, DeleteService) and writes the wanted state, a `ServiceRecord`, through
+//! berth-cluster's guarded transactions; it starts and stops no task itself. The controller
+//! (`berth controller`) keeps each service at its desired count, rolls its tasks over to a new
+//! deployment within the two percentages, and deletes a removed (DRAINING) service once none of
+//! its tasks is left. `ls` reads the cluster at one revision. See docs/cluster.md.
+
+use crate::cmd_cluster::{ConnArgs, connect, json_option, now_ms, print_json, warn_bad};
+use crate::output::{Output, table};
+use anyhow::bail;
+use berth_cluster::record::{Constraint, ServiceRecord, ServiceStatus, Strategy};
+use berth_cluster::view::ClusterView;
+use berth_model::TaskDefinition;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// ECS's quota of tasks per service: the largest desired count.
+pub const MAX_DESIRED: u32 = 5000;
+/// ECS's default `minimumHealthyPercent` (REPLICA services).
+pub const DEFAULT_MIN_HEALTHY: u32 = 100;
+/// ECS's default `maximumPercent`.
+pub const DEFAULT_MAX: u32 = 200;
+/// How many times `update` and `rm` read again when the record changed under them (the
+/// controller writes it with every start).
+const ROUNDS: usize = 5;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ServiceCommand {
+    /// Create a service: the controller keeps DESIRED tasks of the definition running, placed
+    /// like `berth cluster submit`'s (ECS CreateService, REPLICA scheduler).
+    #[command(
+        after_help = "Examples:\n  berth cluster service create web web.json --desired-count 3\n  berth cluster service create web web.json --desired-count 6 \\\n      --placement-constraints '[{\"type\":\"distinctInstance\"}]' \\\n      --placement-strategy '[{\"type\":\"spread\",\"field\":\"attribute:zone\"}]'\n  berth cluster service create batch batch.json --desired-count 4 \\\n      --minimum-healthy-percent 50 --maximum-percent 100\n\nThe name is 1 to 255 letters, digits, '-', '_' and '.'. During a rolling update (a new definition,\nnew placement, or --force-new-deployment on `update`) at least --minimum-healthy-percent of the\ndesired count stays RUNNING (and HEALTHY, when an essential container has a health check) and at\nmost --maximum-percent of it runs at once, old and new together."
+    )]
+    Create {
+        /// The service's name (unique in the cluster).
+        name: String,
+        /// The task definition; `-` reads standard input.
+        file: PathBuf,
+        /// How many tasks to keep running (0 to 5000, ECS's tasks-per-service quota).
+        #[arg(long, value_name = "N")]
+        desired_count: u32,
+        /// ECS placementConstraints, a JSON array, e.g. '[{"type":"distinctInstance"}]'.
+        #[arg(long, value_name = "JSON")]
+        placement_constraints: Option<String>,
+        /// ECS placementStrategy, a JSON array (default: spread over instanceId), e.g.
+        /// '[{"type":"binpack","field":"memory"}]'.
+        #[arg(long, value_name = "JSON")]
+        placement_strategy: Option<String>,
+        /// During a rolling update, the share of the desired count that stays healthy
+        /// (0 to 100, rounded up).
+        #[arg(long, value_name = "PERCENT", default_value_t = DEFAULT_MIN_HEALTHY)]
+        minimum_healthy_percent: u32,
+        /// During a rolling update, the most tasks that run at once, old and new, as a share of
+        /// the desired count (at least 100, and above --minimum-healthy-percent; rounded down).
+        #[arg(long, value_name = "PERCENT", default_value_t = DEFAULT_MAX)]
+        maximum_percent: u32,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Change a service: its definition, count, placement or percentages (ECS UpdateService).
+    /// A new definition, new placement or --force-new-deployment starts a new deployment (the
+    /// controller replaces the tasks); a count or percentage change alone keeps the deployment.
+    #[command(
+        after_help = "Examples:\n  berth cluster service update web --desired-count 5\n  berth cluster service update web --task-definition web-v2.json\n  berth cluster service update web --placement-constraints '[]'   # no constraints any more\n  berth cluster service update web --force-new-deployment          # replace every task\n  berth cluster service update web --desired-count 0                # then: service rm web\n\nOptions not given keep their value. A service being removed (DRAINING) cannot be updated."
+    )]
+    Update {
+        /// The service's name.
+        name: String,
+        /// A new task definition; `-` reads standard input.
+        #[arg(long, value_name = "FILE")]
+        task_definition: Option<PathBuf>,
+        /// How many tasks to keep running (0 to 5000).
+        #[arg(long, value_name = "N")]
+        desired_count: Option<u32>,
+        /// During a rolling update, the share of the desired count that stays healthy (0 to 100).
+        #[arg(long, value_name = "PERCENT")]
+        minimum_healthy_percent: Option<u32>,
+        /// During a rolling update, the most tasks that run at once as a share of the desired
+        /// count (at least 100, above the minimum).
+        #[arg(long, value_name = "PERCENT")]
+        maximum_percent: Option<u32>,
+        /// New ECS placementConstraints, a JSON array; '[]' removes them all.
+        #[arg(long, value_name = "JSON")]
+        placement_constraints: Option<String>,
+        /// New ECS placementStrategy, a JSON array; '[]' goes back to the default spread.
+        #[arg(long, value_name = "JSON")]
+        placement_strategy: Option<String>,
+        /// Start a new deployment even if nothing else changes: every task is replaced.
+        #[arg(long)]
+        force_new_deployment: bool,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Remove a service (ECS DeleteService): it becomes DRAINING, the controller stops its tasks
+    /// and deletes it once none is left. Refused while its desired count is above 0, unless
+    /// --force.
+    #[command(
+        after_help = "Examples:\n  berth cluster service update web --desired-count 0 && berth cluster service rm web\n  berth cluster service rm web --force"
+    )]
+    Rm {
+        /// The service's name.
+        name: String,
+        /// Remove it even though its desired count is above 0 (its tasks are stopped).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// List the services: status, desired, running and pending tasks, deployment, definition.
+    #[command(
+        after_help = "Examples:\n  berth cluster service ls\n  berth cluster service ls --output json\n\nRUNNING counts the service's tasks whose node reports them RUNNING; PENDING those not yet\nrunning (not placed, or placed and not yet reported RUNNING). Tasks asked to stop count until\ntheir node reports them stopped."
+    )]
+    Ls {
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+}
+
+/// `--desired-count`: 0 to [`MAX_DESIRED`].
+pub fn check_desired(count: u32) -> Result<(), String> {
+    if count > MAX_DESIRED {
+        return Err(format!(
+            "--desired-count: {count} is above {MAX_DESIRED}, ECS's limit of tasks per service; give 0 to {MAX_DESIRED}"
+        ));
+    }
+    Ok(())
+}
+
+/// `--minimum-healthy-percent` on its own: 0 to 100.
+pub fn check_min_healthy(percent: u32) -> Result<(), String> {
+    if percent > 100 {
+        return Err(format!(
+            "--minimum-healthy-percent: {percent} is above 100; give 0 to 100 (the share of the desired count that stays healthy during a rolling update; default {DEFAULT_MIN_HEALTHY})"
+        ));
+    }
+    Ok(())
+}
+
+/// `--maximum-percent` on its own: at least 100.
+pub fn check_max(percent: u32) -> Result<(), String> {
+    if percent < 100 {
+        return Err(format!(
+            "--maximum-percent: {percent} is below 100; give 100 or more (the most tasks that may run during a rolling update, as a share of the desired count; default {DEFAULT_MAX})"
+        ));
+    }
+    Ok(())
+}
+
+/// The two percentages together: the maximum above the minimum, or a rolling update could
+/// neither stop an old task (the minimum forbids it) nor start a new one (the maximum does).
+pub fn check_percents(min_healthy: u32, max: u32) -> Result<(), String> {
+    check_min_healthy(min_healthy)?;
+    check_max(max)?;
+    if max <= min_healthy {
+        return Err(format!(
+            "--maximum-percent: {max} is not above --minimum-healthy-percent {min_healthy}: a rolling update could never make progress (it could neither stop an old task nor start a new one); raise --maximum-percent (e.g. {DEFAULT_MAX}) or lower --minimum-healthy-percent"
+        ));
+    }
+    Ok(())
+}
+
+/// A new deployment id, ECS's form: `ecs-svc/` and 19 random digits.
+pub fn new_deployment() -> String {
+    format!(
+        "ecs-svc/{:019}",
+        rand::random_range(0..10_000_000_000_000_000_000u64)
+    )
+}
+
+/// Runs the checks a service's tasks will go through (constraints, strategies, what a task
+/// reserves), so a bad value is refused now rather than by every controller pass.
+fn check_tasks(svc: &ServiceRecord) -> anyhow::Result<()> {
+    svc.task("check".to_owned(), svc.updated_at_ms)
+        .map(drop)
+        .map_err(anyhow::Error::msg)
+}
+
+/// `family:revision`.
+fn definition_name(def: &TaskDefinition) -> String {
+    format!("{}:{}", def.family, def.revision)
+}
+
+/// A service as the commands print it in JSON (camelCase; ECS's names for its fields).
+fn service_json(svc: &ServiceRecord) -> serde_json::Value {
+    serde_json::json!({
+        "service": svc.name,
+        "status": svc.status,
+        "desiredCount": svc.desired_count,
+        "deployment": svc.deployment,
+        "taskDefinition": definition_name(&svc.definition),
+        "minimumHealthyPercent": svc.minimum_healthy_percent,
+        "maximumPercent": svc.maximum_percent,
+        "placementConstraints": svc.placement_constraints,
+        "placementStrategy": svc.placement_strategy,
+        "launched": svc.launched,
+        "createdAtMs": svc.created_at_ms,
+        "updatedAtMs": svc.updated_at_ms,
+    })
+}
+
+/// Loads a definition file as `submit` does; the exit code of `input::load` when it is not valid
+/// (its problems are printed).
+fn load(file: &Path) -> Result<TaskDefinition, ExitCode> {
+    // Each node applies its own log policy when it runs the task; here only the form.
+    crate::input::load(file, &berth_model::logging::LogPolicy::default()).map(|p| p.definition)
+}
+
+/// A JSON array option that may be absent (absent: unchanged; `[]`: none).
+fn json_update<T: serde::de::DeserializeOwned>(
+    option: &str,
+    text: Option<&str>,
+) -> anyhow::Result<Option<Vec<T>>> {
+    text.map(|t| json_option(option, Some(t))).transpose()
+}
+
+fn unknown(name: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no service {name:?} in the cluster: `berth cluster service ls` lists them, `berth cluster service create` makes one"
+    )
+}
+
+pub async fn run(cmd: ServiceCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ServiceCommand::Create {
+            name,
+            file,
+            desired_count,
+            placement_constraints,
+            placement_strategy,
+            minimum_healthy_percent,
+            maximum_percent,
+            conn,
+        } => {
+            create(
+                name,
+                &file,
+                desired_count,
+                placement_constraints.as_deref(),
+                placement_strategy.as_deref(),
+                (minimum_healthy_percent, maximum_percent),
+                &conn,
+            )
+            .await
+        }
+        ServiceCommand::Update {
+            name,
+            task_definition,
+            desired_count,
+            minimum_healthy_percent,
+            maximum_percent,
+            placement_constraints,
+            placement_strategy,
+            force_new_deployment,
+            conn,
+        } => {
+            berth_cluster::keys::check_name("service", &name).map_err(anyhow::Error::msg)?;
+            let change = Change {
+                desired_count,
+                minimum_healthy_percent,
+                maximum_percent,
+                placement_constraints: json_update(
+                    "placement-constraints",
+                    placement_constraints.as_deref(),
+                )?,
+                placement_strategy: json_update(
+                    "placement-strategy",
+                    placement_strategy.as_deref(),
+                )?,
+                definition: match task_definition {
+                    Some(file) => match load(&file) {
+                        Ok(d) => Some(d),
+                        Err(code) => return Ok(code),
+                    },
+                    None => None,
+                },
+                force_new_deployment,
+            };
+            change.check().map_err(anyhow::Error::msg)?;
+            update(&name, &change, &conn).await
+        }
+        ServiceCommand::Rm { name, force, conn } => rm(&name, force, &conn).await,
+        ServiceCommand::Ls { conn } => ls(&conn).await,
+    }
+}
+
+async fn create(
+    name: String,
+    file: &Path,
+    desired_count: u32,
+    constraints: Option<&str>,
+    strategy: Option<&str>,
+    (min_healthy, max): (u32, u32),
+    conn: &ConnArgs,
+) -> anyhow::Result<ExitCode> {
+    berth_cluster::keys::check_name("service", &name).map_err(anyhow::Error::msg)?;
+    check_desired(desired_count).map_err(anyhow::Error::msg)?;
+    check_percents(min_healthy, max).map_err(anyhow::Error::msg)?;
+    let placement_constraints: Vec<Constraint> = json_option("placement-constraints", constraints)?;
+    let placement_strategy: Vec<Strategy> = json_option("placement-strategy", strategy)?;
+    let definition = match load(file) {
+        Ok(d) => d,
+        Err(code) => return Ok(code),
+    };
+    let now = now_ms();
+    let svc = ServiceRecord {
+        name,
+        definition,
+        desired_count,
+        placement_constraints,
+        placement_strategy,
+        minimum_healthy_percent: min_healthy,
+        maximum_percent: max,
+        created_at_ms: now,
+        status: ServiceStatus::Active,
+        deployment: new_deployment(),
+        launched: 0,
+        updated_at_ms: now,
+    };
+    check_tasks(&svc)?;
+    let cluster = connect(conn).await?;
+    match cluster.create_service(&svc).await {
+        Ok(_) => {}
+        Err(berth_cluster::store::ClusterError::ServiceExists(_)) => {
+            let existing = cluster.service(&svc.name).await.ok().flatten();
+            if existing.is_some_and(|e| e.value.status == ServiceStatus::Draining) {
+                bail!(
+                    "service {:?} is still being removed (DRAINING): create it again once `berth cluster service ls` no longer lists it",
+                    svc.name
+                );
+            }
+            bail!(
+                "service {:?} already exists: `berth cluster service update {}` changes it (definition, count, placement, percentages)",
+                svc.name,
+                svc.name
+            );
+        }
+        Err(e) => return Err(e.into()),
+    }
+    match conn.output {
+        Output::Json => print_json(&service_json(&svc)),
+        Output::Text => println!(
+            "{}: created, {} task(s) of {} (deployment {})",
+            svc.name,
+            svc.desired_count,
+            definition_name(&svc.definition),
+            svc.deployment
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `update` changes; None: unchanged.
+#[derive(Debug, Default)]
+struct Change {
+    definition: Option<TaskDefinition>,
+    desired_count: Option<u32>,
+    minimum_healthy_percent: Option<u32>,
+    maximum_percent: Option<u32>,
+    placement_constraints: Option<Vec<Constraint>>,
+    placement_strategy: Option<Vec<Strategy>>,
+    force_new_deployment: bool,
+}
+
+impl Change {
+    /// The checks that need no record: something to change, each given value in range.
+    fn check(&self) -> Result<(), String> {
+        let nothing = self.definition.is_none()
+            && self.desired_count.is_none()
+            && self.minimum_healthy_percent.is_none()
+            && self.maximum_percent.is_none()
+            && self.placement_constraints.is_none()
+            && self.placement_strategy.is_none()
+            && !self.force_new_deployment;
+        if nothing {
+            return Err("nothing to change: give --task-definition, --desired-count, --minimum-healthy-percent, --maximum-percent, --placement-constraints, --placement-strategy or --force-new-deployment".to_owned());
+        }
+        if let Some(n) = self.desired_count {
+            check_desired(n)?;
+        }
+        if let Some(p) = self.minimum_healthy_percent {
+            check_min_healthy(p)?;
+        }
+        if let Some(p) = self.maximum_percent {
+            check_max(p)?;
+        }
+        Ok(())
+    }
+
+    /// The service as changed, and whether that is a new deployment (a new definition or
+    /// placement, or forced). The error: the combined percentages, or a check the service's
+    /// tasks would fail.
+    fn apply(&self, old: &ServiceRecord, now: u64) -> anyhow::Result<(ServiceRecord, bool)> {
+        let mut new = old.clone();
+        if let Some(d) = &self.definition {
+            new.definition = d.clone();
+        }
+        if let Some(n) = self.desired_count {
+            new.desired_count = n;
+        }
+        if let Some(p) = self.minimum_healthy_percent {
+            new.minimum_healthy_percent = p;
+        }
+        if let Some(p) = self.maximum_percent {
+            new.maximum_percent = p;
+        }
+        if let Some(c) = &self.placement_constraints {
+            new.placement_constraints = c.clone();
+        }
+        if let Some(s) = &self.placement_strategy {
+            new.placement_strategy = s.clone();
+        }
+        check_percents(new.minimum_healthy_percent, new.maximum_percent)
+            .map_err(anyhow::Error::msg)?;
+        let redeploy = self.force_new_deployment
+            || new.definition != old.definition
+            || new.placement_constraints != old.placement_constraints
+            || new.placement_strategy != old.placement_strategy;
+        if redeploy {
+            new.deployment = new_deployment();
+        }
+        new.updated_at_ms = now;
+        check_tasks(&new)?;
+        Ok((new, redeploy))
+    }
+}
+
+async fn update(name: &str, change: &Change, conn: &ConnArgs) -> anyhow::Result<ExitCode> {
+    let cluster = connect(conn).await?;
+    // The controller writes the record with every start (its `launched` count): a write that
+    // lost to one reads again.
+    for _ in 0..ROUNDS {
+        let Some(read) = cluster.service(name).await? else {
+            return Err(unknown(name));
+        };
+        if read.value.status == ServiceStatus::Draining {
+            bail!(
+                "service {name:?} is being removed (DRAINING) and cannot be updated; create it again once `berth cluster service ls` no longer lists it"
+            );
+        }
+        let (new, redeploy) = change.apply(&read.value, now_ms())?;
+        if cluster.update_service(&read, &new).await? {
+            match conn.output {
+                Output::Json => {
+                    let mut v = service_json(&new);
+                    v["newDeployment"] = redeploy.into();
+                    print_json(&v);
+                }
+                Output::Text if redeploy => println!(
+                    "{name}: updated, new deployment {} of {} (the controller replaces the tasks of {})",
+                    new.deployment,
+                    definition_name(&new.definition),
+                    read.value.deployment
+                ),
+                Output::Text => println!(
+                    "{name}: updated, deployment {} kept (desired count {}, minimum healthy {}%, maximum {}%)",
+                    new.deployment,
+                    new.desired_count,
+                    new.minimum_healthy_percent,
+                    new.maximum_percent
+                ),
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    bail!("service {name:?} kept changing while being updated; try again")
+}
+
+async fn rm(name: &str, force: bool, conn: &ConnArgs) -> anyhow::Result<ExitCode> {
+    berth_cluster::keys::check_name("service", name).map_err(anyhow::Error::msg)?;
+    let cluster = connect(conn).await?;
+    for _ in 0..ROUNDS {
+        let Some(read) = cluster.service(name).await? else {
+            return Err(unknown(name));
+        };
+        let svc: &ServiceRecord = &read.value;
+        let already = svc.status == ServiceStatus::Draining;
+        let written = if already {
+            true
+        } else {
+            if svc.desired_count > 0 && !force {
+                bail!(
+                    "service {name:?}: The service cannot be stopped while it is scaled above 0. Its desired count is {}: scale it to 0 first (`berth cluster service update {name} --desired-count 0`), or remove it with --force (its tasks are stopped)",
+                    svc.desired_count
+                );
+            }
+            let mut new = svc.clone();
+            new.status = ServiceStatus::Draining;
+            new.desired_count = 0;
+            new.updated_at_ms = now_ms();
+            cluster.update_service(&read, &new).await?
+        };
+        if written {
+            match conn.output {
+                Output::Json => print_json(&serde_json::json!({
+                    "service": name,
+                    "status": ServiceStatus::Draining,
+                })),
+                Output::Text if already => println!("{name}: DRAINING (already being removed)"),
+                Output::Text => {
+                    println!("{name}: DRAINING (the controller stops its tasks, then deletes it)")
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    bail!("service {name:?} kept changing while being removed; try again")
+}
+
+/// A service's tasks the controller has not closed: (RUNNING, PENDING): reported RUNNING, and
+/// not yet running (not placed, or placed and not reported RUNNING or STOPPED).
+pub fn counts(view: &ClusterView, service: &str) -> (usize, usize) {
+    let (mut running, mut pending) = (0, 0);
+    for t in view.tasks.values().map(|t| &t.value) {
+        if t.service.as_deref() != Some(service) || t.is_closed() {
+            continue;
+        }
+        match view.last_status(t).as_str() {
+            "RUNNING" => running += 1,
+            berth_cluster::record::STOPPED => {}
+            _ => pending += 1,
+        }
+    }
+    (running, pending)
+}
+
+async fn ls(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
+    let cluster = connect(conn).await?;
+    let view = cluster.view().await?;
+    warn_bad(&view, berth_cluster::keys::SERVICES);
+    let services: Vec<(&ServiceRecord, (usize, usize))> = view
+        .services
+        .values()
+        .map(|s| (&s.value, counts(&view, &s.value.name)))
+        .collect();
+    match conn.output {
+        Output::Json => {
+            let rows: Vec<serde_json::Value> = services
+                .iter()
+                .map(|(svc, (running, pending))| {
+                    let mut v = service_json(svc);
+                    v["runningCount"] = (*running).into();
+                    v["pendingCount"] = (*pending).into();
+                    v
+                })
+                .collect();
+            print_json(&serde_json::json!({ "services": rows }));
+        }
+        Output::Text => {
+            let rows: Vec<[String; 7]> = services
+                .iter()
+                .map(|(svc, (running, pending))| {
+                    [
+                        svc.name.clone(),
+                        match svc.status {
+                            ServiceStatus::Active => "ACTIVE".to_owned(),
+                            ServiceStatus::Draining => "DRAINING".to_owned(),
+                        },
+                        svc.desired_count.to_string(),
+                        running.to_string(),
+                        pending.to_string(),
+                        svc.deployment.clone(),
+                        definition_name(&svc.definition),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                table(
+                    &[
+                        "NAME",
+                        "STATUS",
+                        "DESIRED",
+                        "RUNNING",
+                        "PENDING",
+                        "DEPLOYMENT",
+                        "TASK DEFINITION"
+                    ],
+                    &rows
+                )
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecs_ranges_and_defaults() {
+        assert!(check_desired(0).is_ok() && check_desired(MAX_DESIRED).is_ok());
+        let e = check_desired(5001).unwrap_err();
+        assert!(e.starts_with("--desired-count: 5001 is above 5000"), "{e}");
+        assert!(check_percents(DEFAULT_MIN_HEALTHY, DEFAULT_MAX).is_ok());
+        assert!(check_percents(0, 100).is_ok());
+        let e = check_percents(101, 200).unwrap_err();
+        assert!(
+            e.starts_with("--minimum-healthy-percent: 101 is above 100"),
+            "{e}"
+        );
+        let e = check_percents(50, 99).unwrap_err();
+        assert!(e.starts_with("--maximum-percent: 99 is below 100"), "{e}");
+        let e = check_percents(100, 100).unwrap_err();
+        assert!(
+            e.starts_with("--maximum-percent: 100 is not above --minimum-healthy-percent 100")
+                && e.contains("never make progress"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn deployment_ids_are_ecs_svc_and_19_digits() {
+        let a = new_deployment();
+        let digits = a.strip_prefix("ecs-svc/").unwrap_or_else(|| panic!("{a}"));
+        assert_eq!(digits.len(), 19, "{a}");
+        assert!(digits.bytes().all(|b| b.is_ascii_digit()), "{a}");
+        assert_ne!(a, new_deployment());
+    }
+
+    fn service() -> ServiceRecord {
+        let definition = berth_model::parse(
+            r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
+        )
+        .unwrap()
+        .definition;
+        ServiceRecord {
+            name: "web".into(),
+            definition,
+            desired_count: 2,
+            placement_constraints: vec![],
+            placement_strategy: vec![],
+            minimum_healthy_percent: 100,
+            maximum_percent: 200,
+            created_at_ms: 1,
+            status: ServiceStatus::Active,
+            deployment: "ecs-svc/1".into(),
+            launched: 7,
+            updated_at_ms: 1,
+        }
+    }
+
+    #[test]
+    fn only_definition_placement_or_force_make_a_new_deployment() {
+        let old = service();
+        let count = Change {
+            desired_count: Some(5),
+            maximum_percent: Some(150),
+            ..Change::default()
+        };
+        let (new, redeploy) = count.apply(&old, 9).unwrap();
+        assert!(!redeploy);
+        assert_eq!(
+            (
+                new.deployment.as_str(),
+                new.desired_count,
+                new.maximum_percent
+            ),
+            ("ecs-svc/1", 5, 150)
+        );
+        assert_eq!((new.launched, new.updated_at_ms), (7, 9));
+
+        let mut def = old.definition.clone();
+        def.revision = 2;
+        for change in [
+            Change {
+                definition: Some(def),
+                ..Change::default()
+            },
+            Change {
+                placement_constraints: Some(vec![Constraint::DistinctInstance]),
+                ..Change::default()
+            },
+            Change {
+                placement_strategy: Some(vec![Strategy::Random]),
+                ..Change::default()
+            },
+            Change {
+                force_new_deployment: true,
+                ..Change::default()
+            },
+        ] {
+            let (new, redeploy) = change.apply(&old, 9).unwrap();
+            assert!(redeploy, "{change:?}");
+            assert_ne!(new.deployment, old.deployment);
+        }
+        // The same definition again is no change.
+        let same = Change {
+            definition: Some(old.definition.clone()),
+            ..Change::default()
+        };
+        assert!(!same.apply(&old, 9).unwrap().1);
+    }
+
+    #[test]
+    fn an_update_is_checked_as_a_whole() {
+        let old = service();
+        let e = Change::default().check().unwrap_err();
+        assert!(e.starts_with("nothing to change"), "{e}");
+        let e = Change {
+            maximum_percent: Some(100),
+            ..Change::default()
+        }
+        .apply(&old, 9)
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("never make progress"), "{e}");
+        let e = Change {
+            placement_strategy: Some(vec![Strategy::Binpack {
+                field: "disk".into(),
+            }]),
+            ..Change::default()
+        }
+        .apply(&old, 9)
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("placementStrategy[0].field: binpack"), "{e}");
+    }
+}
