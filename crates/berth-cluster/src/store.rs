@@ -1,19 +1,22 @@
 //! The etcd client side of berth: one [`Cluster`] connection (etcd-client over the given
-//! endpoints, balanced; every unary call under [`CALL_TIMEOUT`] so a lost member or a partition
-//! is an error in seconds, never a hang), and the operations the CLI, node agents and the
-//! controller perform, each one etcd request:
+//! endpoints, balanced, requiring a leader; every unary call under [`CALL_TIMEOUT`] so a lost
+//! member or a partition is an error in seconds, never a hang), and the reads and plain writes:
 //!
-//! - nodes: a lease ([`Cluster::grant`], [`Cluster::keep_alive`]) and the node record under it
-//!   ([`Cluster::put_node`]); drain requests;
-//! - tasks: [`Cluster::submit`] (put only if absent), [`Cluster::tasks`] (with each key's
-//!   `mod_revision`), [`Cluster::place`] (one transaction: the task unchanged since it was read →
-//!   the task with its node and the assignment under that node), [`Cluster::set_reason`],
-//!   [`Cluster::stop`] (desired STOPPED and the assignment deleted, guarded the same way);
-//! - assignments and statuses, read per node.
+//! - leases ([`Cluster::grant`], [`Cluster::keep_alive`], [`Cluster::revoke`]) and node records
+//!   under them ([`Cluster::put_node`]); drain requests;
+//! - [`Cluster::view`]: every prefix at one revision, in pages ([`crate::view::ClusterView`]);
+//!   [`Cluster::watch`] ([`Watch`]: changes in order, progress answers, compaction reported);
+//! - one task ([`Cluster::task`]), a node's assignments, statuses written in batches under the
+//!   node's lease and deleted ([`Cluster::put_statuses`], [`Cluster::delete_statuses`]);
+//!   [`Cluster::compact`].
+//!
+//! The guarded transactions that change tasks and services are in [`crate::txns`].
 //!
 //! What etcd guarantees and berth relies on: linearizable reads and writes (etcd's default),
-//! a transaction's comparisons and writes are atomic, and a lease's keys go together when it
-//! expires. Nothing here retries on its own: the caller's loop does, with the next read.
+//! a transaction's comparisons and writes are atomic, a lease's keys go together when it
+//! expires, and a watch delivers every change after its start revision in order. Nothing here
+//! retries on its own beyond a call that never reached a member: the caller's loop does, with
+//! the next read.
 
 use crate::keys;
 use crate::record::{self, Assignment, DecodeError, DrainRecord, NodeRecord, StatusRecord};

@@ -1,5 +1,7 @@
 //! `berth controller`: campaigns for leadership through etcd (berth-cluster's `election`), and
-//! while it leads runs the placement pass (`controller::place_pending`) every `--interval`.
+//! while it leads keeps a view of the cluster current through a watch (`controller::Mirror`) and
+//! every `--interval` runs one pass: `reconcile::plan` (close what is over, keep services at
+//! their count, place what is pending), then `controller::execute`.
 //! Several may run; one leads, the others wait. It holds no state of its own. A leader that loses
 //! its lease exits 1 (a supervisor restarts it, and it campaigns again); SIGTERM or SIGINT resigns
 //! at once (the next controller leads without waiting for the TTL) and exits 0.

@@ -73,8 +73,8 @@ enum Command {
     /// The client of a berth cluster on etcd: submit, ps, stop, nodes, drain, service
     /// (docs/cluster.md).
     Cluster(cmd_cluster::Args),
-    /// Place the cluster's pending tasks onto its nodes; several may run, one leads (etcd
-    /// election), the others wait.
+    /// Run the cluster: place pending tasks, keep services at their count, close what is over
+    /// (lost nodes' tasks too); several may run, one leads (etcd election), the others wait.
     Controller(cmd_controller::Args),
     #[command(flatten)]
     Client(client::ClientCommand),
