@@ -43,6 +43,8 @@ pub struct PassReport {
     pub conflicts: usize,
     /// Records the plan could not use.
     pub problems: Vec<String>,
+    /// Services whose starts are throttled, with the time they may start again.
+    pub throttled: Vec<(String, u64)>,
     /// The revision of the pass's last write (0: it wrote nothing).
     pub revision: i64,
 }
@@ -50,7 +52,10 @@ pub struct PassReport {
 impl PassReport {
     /// Whether the pass wrote nothing and found nothing to say.
     pub fn is_quiet(&self) -> bool {
-        self.revision == 0 && self.unplaced.is_empty() && self.problems.is_empty()
+        self.revision == 0
+            && self.unplaced.is_empty()
+            && self.problems.is_empty()
+            && self.throttled.is_empty()
     }
 }
 
@@ -65,6 +70,7 @@ pub async fn execute(
 ) -> Result<PassReport, ClusterError> {
     let mut report = PassReport {
         problems: plan.problems,
+        throttled: plan.throttled,
         ..PassReport::default()
     };
     let task = |id: &str| view.tasks.get(id);

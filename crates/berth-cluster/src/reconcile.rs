@@ -20,7 +20,12 @@
 //!      start is allowed, nothing is stopping and no current task is on its way to healthy
 //!      (the rounding of a small `D` can do that), one task is started above the maximum, or
 //!      the deployment could never finish (so never more than one over);
-//!    - a service being removed with no open task left is deleted.
+//!    - a service being removed with no open task left is deleted;
+//!    - **throttle** (as ECS slows a service whose tasks keep failing): a task that failed to
+//!      start, or whose essential container exited, within [`FAILED_LAUNCH_MS`] of its start is
+//!      a failed launch; from the second one within [`THROTTLE_WINDOW_MS`] the service starts
+//!      nothing for [`Settings::throttle_base_ms`] after its last failure, doubling with each
+//!      further one up to [`Settings::throttle_max_ms`] (stops go on).
 //! 3. **Place** the pending tasks (the new ones included), oldest first, with
 //!    [`crate::placement::place`] over the nodes' loads: every open task on a node reserves its
 //!    demand there until it is closed (a stopping task still runs). A task that cannot be
@@ -47,6 +52,12 @@ pub fn scaling(deployment: &str) -> String {
     format!("Scaling activity initiated by (deployment {deployment})")
 }
 
+/// A service task that stopped (failed to start, or its essential container exited) less than
+/// this long after the scheduler started it counts as a failed launch for the throttle.
+pub const FAILED_LAUNCH_MS: u64 = 60_000;
+/// Failed launches older than this do not count any more.
+pub const THROTTLE_WINDOW_MS: u64 = 900_000;
+
 /// The controller's settings that decisions depend on.
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
@@ -54,6 +65,11 @@ pub struct Settings {
     pub stopped_retention_ms: u64,
     /// The most tasks one service starts in one pass (one transaction writes them).
     pub max_starts: usize,
+    /// The service throttle: after the second failed launch within [`THROTTLE_WINDOW_MS`], a
+    /// service starts no task for this long after its last failure, twice as long with each
+    /// further failure, up to `throttle_max_ms` (0: no throttle).
+    pub throttle_base_ms: u64,
+    pub throttle_max_ms: u64,
 }
 
 impl Default for Settings {
@@ -61,8 +77,52 @@ impl Default for Settings {
         Settings {
             stopped_retention_ms: 3_600_000,
             max_starts: crate::txns::MAX_OPS - 1,
+            throttle_base_ms: 10_000,
+            throttle_max_ms: 900_000,
         }
     }
+}
+
+/// Until when a service starts no task (its launches keep failing), or None.
+pub fn throttled_until(
+    view: &ClusterView,
+    svc: &ServiceRecord,
+    settings: &Settings,
+    now_ms: u64,
+) -> Option<u64> {
+    if settings.throttle_base_ms == 0 {
+        return None;
+    }
+    let failures: Vec<u64> = view
+        .tasks
+        .values()
+        .map(|t| &t.value)
+        .filter(|t| t.service.as_deref() == Some(svc.name.as_str()) && t.is_closed())
+        .filter(|t| {
+            matches!(
+                t.stop_code,
+                Some(StopCode::TaskFailedToStart | StopCode::EssentialContainerExited)
+            )
+        })
+        .filter_map(|t| {
+            let at = t.stopped_at_ms?;
+            (at.saturating_sub(t.created_at_ms) < FAILED_LAUNCH_MS
+                && now_ms.saturating_sub(at) < THROTTLE_WINDOW_MS)
+                .then_some(at)
+        })
+        .collect();
+    let last = *failures.iter().max()?;
+    let n = failures.len();
+    if n < 2 {
+        return None;
+    }
+    let shift = u32::try_from(n - 2).unwrap_or(u32::MAX).min(40);
+    let delay = settings
+        .throttle_base_ms
+        .saturating_mul(1u64 << shift)
+        .min(settings.throttle_max_ms);
+    let until = last.saturating_add(delay);
+    (now_ms < until).then_some(until)
 }
 
 /// One decision.
@@ -102,6 +162,8 @@ pub enum Action {
 pub struct Plan {
     pub actions: Vec<Action>,
     pub problems: Vec<String>,
+    /// Services that would start tasks but are throttled, with the time they may again.
+    pub throttled: Vec<(String, u64)>,
 }
 
 /// Whether the node reports the task RUNNING and, when an essential container has a health
@@ -211,7 +273,10 @@ pub fn plan(
         }
         let decided = service(view, svc, &tasks, settings, now_ms, new_id);
         match decided {
-            Ok((stops, starts)) => {
+            Ok((stops, starts, throttled)) => {
+                if let Some(until) = throttled {
+                    out.throttled.push((svc.name.clone(), until));
+                }
                 for (id, reason) in stops {
                     if let Some(t) = view.tasks.get(&id) {
                         stopped_now.insert(t.value.id.as_str());
@@ -324,7 +389,8 @@ pub fn plan(
     out
 }
 
-/// One service's stops (task id, reason) and new tasks.
+/// One service's stops (task id, reason), new tasks, and until when its starts are throttled
+/// (when it would start some).
 #[allow(clippy::type_complexity)]
 fn service(
     view: &ClusterView,
@@ -333,7 +399,7 @@ fn service(
     settings: &Settings,
     now_ms: u64,
     new_id: &mut dyn FnMut() -> String,
-) -> Result<(Vec<(String, String)>, Vec<TaskRecord>), String> {
+) -> Result<(Vec<(String, String)>, Vec<TaskRecord>, Option<u64>), String> {
     let desired = match svc.status {
         ServiceStatus::Active => u64::from(svc.desired_count),
         ServiceStatus::Draining => 0,
@@ -418,7 +484,15 @@ fn service(
         // one; until then it is on its way, so this happens once at a time).
         room = 1;
     }
-    let count = wanted.min(room).min(settings.max_starts as u64);
+    let mut count = wanted.min(room).min(settings.max_starts as u64);
+    let throttled = if count > 0 {
+        throttled_until(view, svc, settings, now_ms)
+    } else {
+        None
+    };
+    if throttled.is_some() {
+        count = 0;
+    }
     let mut starts = Vec::new();
     for _ in 0..count {
         starts.push(
@@ -426,7 +500,7 @@ fn service(
                 .map_err(|e| format!("service {}: {e}", svc.name))?,
         );
     }
-    Ok((stops, starts))
+    Ok((stops, starts, throttled))
 }
 
 #[cfg(test)]

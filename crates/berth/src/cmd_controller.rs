@@ -149,6 +149,13 @@ fn log_pass(report: &berth_cluster::controller::PassReport, took: Duration) {
     for service in &report.removed {
         tracing::info!(service, "service removed");
     }
+    for (service, until) in &report.throttled {
+        tracing::info!(
+            service,
+            until_ms = until,
+            "service throttled: its launches keep failing"
+        );
+    }
     for problem in &report.problems {
         tracing::warn!(problem, "cannot use a record");
     }

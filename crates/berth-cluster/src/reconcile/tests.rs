@@ -234,6 +234,7 @@ fn settings() -> Settings {
     Settings {
         stopped_retention_ms: RETENTION,
         max_starts: 127,
+        ..Settings::default()
     }
 }
 
@@ -929,8 +930,116 @@ fn a_service_whose_record_cannot_make_tasks_is_a_problem_not_an_action() {
                 "service web: cpu: \"lots\" is not CPU units (\"256\") or vCPUs (\"0.5 vCPU\")"
                     .into()
             ],
+            throttled: Vec::new(),
         }
     );
+}
+
+/// A service task of the current deployment created at `created` and closed at `stopped` with
+/// `code`.
+fn failed(v: Views, id: &str, created: u64, stopped: u64, code: StopCode) -> Views {
+    v.pending("web", id, created, DEPLOYMENT)
+        .place(id, "a")
+        .edit(id, |t| {
+            t.desired_status = DesiredStatus::Stopped;
+            t.last_status = Some(STOPPED.to_owned());
+            t.stop_code = Some(code);
+            t.stopped_at_ms = Some(stopped);
+        })
+}
+
+#[test]
+fn a_service_whose_launches_keep_failing_is_throttled_and_the_delay_doubles() {
+    const T: u64 = 1_000_000;
+    let base = Views::default()
+        .node("a", 8)
+        .service(service("web", 1, 100, 200));
+    // One failed launch: replaced at once.
+    let v = failed(base.clone(), "f1", T, T + 500, StopCode::TaskFailedToStart);
+    let p = plan_at(&v.view, T + 1_000);
+    assert!(p.throttled.is_empty(), "{p:?}");
+    assert!(matches!(p.actions[0], Action::Start { .. }), "{p:?}");
+    // Two: nothing starts until 10 s after the last one.
+    let v = failed(
+        v,
+        "f2",
+        T + 1_000,
+        T + 2_000,
+        StopCode::EssentialContainerExited,
+    );
+    let p = plan_at(&v.view, T + 3_000);
+    assert_eq!(p.actions, Vec::new());
+    assert_eq!(p.throttled, vec![("web".to_owned(), T + 12_000)]);
+    assert!(matches!(
+        plan_at(&v.view, T + 12_000).actions[0],
+        Action::Start { .. }
+    ));
+    // Three: 20 s.
+    let v = failed(v, "f3", T + 12_000, T + 13_000, StopCode::TaskFailedToStart);
+    assert_eq!(
+        plan_at(&v.view, T + 14_000).throttled,
+        vec![("web".to_owned(), T + 33_000)]
+    );
+    // Capped at the maximum.
+    let mut v = v;
+    for i in 4..20 {
+        v = failed(
+            v,
+            &format!("f{i}"),
+            T + 13_000,
+            T + 14_000,
+            StopCode::TaskFailedToStart,
+        );
+    }
+    assert_eq!(
+        plan_at(&v.view, T + 15_000).throttled,
+        vec![("web".to_owned(), T + 14_000 + 900_000)]
+    );
+}
+
+#[test]
+fn what_does_not_count_as_a_failed_launch() {
+    const T: u64 = 1_000_000;
+    let base = Views::default()
+        .node("a", 8)
+        .service(service("web", 1, 100, 200));
+    // Tasks that ran a minute or more, were stopped by a user or the scheduler, or whose node
+    // was lost: no throttle.
+    let v = failed(
+        base.clone(),
+        "long1",
+        T,
+        T + 60_000,
+        StopCode::EssentialContainerExited,
+    );
+    let v = failed(
+        v,
+        "long2",
+        T,
+        T + 61_000,
+        StopCode::EssentialContainerExited,
+    );
+    let v = failed(v, "user", T, T + 100, StopCode::UserInitiated);
+    let v = failed(v, "lost", T, T + 100, StopCode::TerminationNotice);
+    let v = failed(v, "sched", T, T + 100, StopCode::ServiceSchedulerInitiated);
+    let p = plan_at(&v.view, T + 62_000);
+    assert!(p.throttled.is_empty(), "{p:?}");
+    assert!(matches!(p.actions[0], Action::Start { .. }), "{p:?}");
+    // Failures older than the window: forgotten by the throttle.
+    let v = failed(base, "old1", T, T + 100, StopCode::TaskFailedToStart);
+    let v = failed(v, "old2", T, T + 200, StopCode::TaskFailedToStart);
+    assert!(!plan_at(&v.view, T + 10_000).throttled.is_empty());
+    assert!(
+        plan_at(&v.view, T + 200 + THROTTLE_WINDOW_MS)
+            .throttled
+            .is_empty()
+    );
+    // Off: nothing throttled.
+    let off = Settings {
+        throttle_base_ms: 0,
+        ..settings()
+    };
+    assert!(plan_with(&v.view, &off, T + 300).throttled.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1020,6 +1129,10 @@ impl Sim {
             settings: Settings {
                 stopped_retention_ms: RETENTION_PASSES * STEP_MS,
                 max_starts,
+                // Crashes are faults of the model, not launches that keep failing: the
+                // throttle has unit tests of its own.
+                throttle_base_ms: 0,
+                ..Settings::default()
             },
             now: 1_000_000,
             ids: 0,
