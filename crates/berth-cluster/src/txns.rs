@@ -271,17 +271,18 @@ impl Cluster {
             start = end;
         }
         let in_flight = if repeated { 1 } else { IN_FLIGHT };
-        let results: Vec<(std::ops::Range<usize>, Result<(bool, i64), ClusterError>)> =
-            futures_util::stream::iter(batches)
-                .map(|range| async move {
-                    let batch: Vec<&Guarded> = writes[range.clone()].iter().collect();
-                    let resp = self.txn(batch[0].what, Guarded::txn(&batch)).await;
-                    let out = resp.map(|r| (r.succeeded(), r.header().map_or(0, |h| h.revision())));
-                    (range, out)
-                })
-                .buffered(in_flight)
-                .collect()
-                .await;
+        // Per transaction: its writes, and whether it applied and at which revision.
+        type Outcome = (std::ops::Range<usize>, Result<(bool, i64), ClusterError>);
+        let results: Vec<Outcome> = futures_util::stream::iter(batches)
+            .map(|range| async move {
+                let batch: Vec<&Guarded> = writes[range.clone()].iter().collect();
+                let resp = self.txn(batch[0].what, Guarded::txn(&batch)).await;
+                let out = resp.map(|r| (r.succeeded(), r.header().map_or(0, |h| h.revision())));
+                (range, out)
+            })
+            .buffered(in_flight)
+            .collect()
+            .await;
         let mut done = vec![false; writes.len()];
         let mut revision = 0;
         for (range, result) in results {
