@@ -35,13 +35,16 @@ use tokio_util::sync::CancellationToken;
 
 const IMAGE: &str = "bench/app:1";
 
+/// A running task's snapshot and command channel.
+type Handle = (watch::Receiver<TaskState>, mpsc::Sender<Command>);
+
 /// One simulated node's local side: the engine's actors on a fake runtime shared by the fleet,
 /// its memory in memory.
 struct SimNode {
     rt: Arc<FakeRuntime>,
     dir: PathBuf,
     memory: Mutex<Memory>,
-    tasks: Mutex<HashMap<String, (watch::Receiver<TaskState>, mpsc::Sender<Command>)>>,
+    tasks: Mutex<HashMap<String, Handle>>,
     changes: watch::Sender<u64>,
 }
 
@@ -49,12 +52,7 @@ impl SimNode {
     fn lock_memory(&self) -> std::sync::MutexGuard<'_, Memory> {
         self.memory.lock().unwrap_or_else(|e| e.into_inner())
     }
-    fn lock_tasks(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        HashMap<String, (watch::Receiver<TaskState>, mpsc::Sender<Command>)>,
-    > {
+    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, Handle>> {
         self.tasks.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
