@@ -221,6 +221,12 @@ pub fn place(req: &Request<'_>, nodes: &[NodeLoad]) -> Result<usize, String> {
             break;
         }
         let score: Vec<u64> = match s {
+            // Over instances, a node's value is its own: its count is its score (no pass over
+            // every node per task, which a cluster of thousands of nodes would feel).
+            Strategy::Spread { field } if !field.starts_with("attribute:") => candidates
+                .iter()
+                .map(|&i| nodes[i].groups.get(req.group).copied().unwrap_or(0))
+                .collect(),
             Strategy::Spread { field } => {
                 let mut per_value: BTreeMap<Option<&str>, u64> = BTreeMap::new();
                 for node in nodes {
