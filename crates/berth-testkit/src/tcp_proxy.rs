@@ -9,24 +9,33 @@
 //!
 //! - [`TcpProxy::cut`]: every connection carrying bytes is closed, on both sides (the client and
 //!   the target each see their connection end). New connections are accepted but carry nothing:
-//!   nothing is read from them, nothing is sent to the target, until [`TcpProxy::heal`], when they
-//!   are forwarded as if just made. In a real partition an open connection does not end: it stops
-//!   carrying bytes and breaks when a keep-alive or a call's timeout gives up (that is
-//!   [`TcpProxy::stall`]); and a new connection's SYN goes unanswered, so `connect` itself times
-//!   out, where here it succeeds and what follows (the HTTP/2 or gRPC handshake) gets no answer.
-//!   Closing makes the break immediate and deterministic; etcd's client sees either as a failed
-//!   call and reconnects in the same way.
+//!   nothing is read from them, nothing reaches the target, and [`TcpProxy::heal`] closes them
+//!   unforwarded. In a real partition an open connection does not end: it stops carrying bytes
+//!   and breaks when a keep-alive or a call's timeout gives up (that is [`TcpProxy::stall`]); and
+//!   a new connection's SYN goes unanswered, so `connect` itself times out, where here it
+//!   succeeds and what follows (the HTTP/2 handshake, the request) gets no answer. Closing the
+//!   held connections at the heal keeps the one property that matters from the real thing:
+//!   nothing a client wrote while cut off ever reaches the target (a timed-out write was not
+//!   applied later behind the test's back).
 //! - [`TcpProxy::stall`]: the silent partition. Connections stay open but carry nothing either way
 //!   (bytes already read wait in the proxy), new ones are held as under `cut`; only the peers'
-//!   keep-alives or timeouts notice. [`TcpProxy::heal`] lets every connection that is still open
-//!   carry bytes again, as a link that comes back does (TCP retransmits what was waiting).
-//! - [`TcpProxy::heal`]: forwarding again, for held connections and new ones.
+//!   keep-alives or timeouts notice. [`TcpProxy::heal`] lets every connection still open carry
+//!   bytes again, as a link that comes back does (TCP retransmits what was waiting): a request
+//!   the client gave up on may then still reach the target, as it may in a real partition.
+//! - [`TcpProxy::heal`]: new connections are forwarded again.
 //!
 //! Measured against a real 3-member etcd through a [`ProxySet`]
-//! (`crates/berth-cluster/tests/partition.rs`): after `cut`, a `berth_cluster` call fails when its
-//! `CALL_TIMEOUT` (5 s) runs out; after `heal`, the same `Cluster` (etcd-client's balanced tonic
-//! channel) works again on its own, without a new connect: tonic reconnects a closed or failed
-//! connection at the next request, so the first call after `heal` normally succeeds.
+//! (`crates/berth-cluster/tests/partition.rs`, berth-cluster's client: HTTP/2 keep-alive ping
+//! every 2 s, 2 s for its answer, 5 s `CALL_TIMEOUT`):
+//!
+//! - after `cut`, a watch ends at once (broken pipe), and each read or write fails after 4.0 s
+//!   with `Unavailable` / `KeepAliveTimedOut`: its new connection is held, the keep-alive gives
+//!   up before the call timeout (in a real partition the connect would time out instead, and the
+//!   call end as `ClusterError::Timeout` at 5 s);
+//! - after `stall`, a watch ends 4.0 s later (the keep-alive), and so does each call;
+//! - after `heal`, the same `Cluster` works again by itself, without a new connect: its first
+//!   call succeeded within 5 ms in every run (etcd-client's balanced tonic channel reconnects a
+//!   failed connection at the next request).
 //!
 //! Each proxy runs a single-threaded tokio runtime on a thread of its own, so it works from
 //! synchronous tests and from any runtime alike. Dropping the proxy stops that runtime: the
@@ -67,6 +76,8 @@ pub struct ProxyStats {
     pub target_refused: u64,
     /// Connections closed by [`TcpProxy::cut`].
     pub cut: u64,
+    /// Held connections closed at the heal (never forwarded).
+    pub held_closed: u64,
     /// Now: accepted connections held (not forwarded) while the link is down.
     pub held: u64,
     /// Now: forwarded connections still open.
@@ -84,6 +95,7 @@ impl ProxyStats {
             forwarded: self.forwarded + other.forwarded,
             target_refused: self.target_refused + other.target_refused,
             cut: self.cut + other.cut,
+            held_closed: self.held_closed + other.held_closed,
             held: self.held + other.held,
             open: self.open + other.open,
             bytes_to_target: self.bytes_to_target + other.bytes_to_target,
@@ -99,6 +111,7 @@ struct Counters {
     forwarded: AtomicU64,
     target_refused: AtomicU64,
     cut: AtomicU64,
+    held_closed: AtomicU64,
     held: AtomicU64,
     bytes_to_target: AtomicU64,
     bytes_to_client: AtomicU64,
@@ -297,6 +310,7 @@ impl TcpProxy {
             forwarded: c.forwarded.load(Ordering::SeqCst),
             target_refused: c.target_refused.load(Ordering::SeqCst),
             cut: c.cut.load(Ordering::SeqCst),
+            held_closed: c.held_closed.load(Ordering::SeqCst),
             held: c.held.load(Ordering::SeqCst),
             open: *c.open(),
             bytes_to_target: c.bytes_to_target.load(Ordering::SeqCst),
@@ -344,8 +358,8 @@ async fn accept(
     }
 }
 
-/// One client connection: held while the link is down, then forwarded until either side closes
-/// it, an error, or a cut.
+/// One client connection: accepted while the link is down, held until the heal and closed then;
+/// otherwise forwarded until either side closes it, an error, or a cut.
 async fn connection(
     client: TcpStream,
     target: SocketAddr,
@@ -353,11 +367,17 @@ async fn connection(
     counters: Arc<Counters>,
 ) {
     let cuts = {
-        let _held = Held::new(&counters.held);
-        match link.wait_for(|l| l.flowing).await {
-            Ok(l) => l.cuts,
-            Err(_) => return,
+        let link_now = *link.borrow_and_update();
+        if !link_now.flowing {
+            // Held: never forwarded. At the heal it is closed, so nothing written to it while the
+            // link was down ever reaches the target (as a SYN that got no answer never carried a
+            // byte); a client still waiting on it reconnects.
+            let _held = Held::new(&counters.held);
+            let _ = link.wait_for(|l| l.flowing).await;
+            counters.held_closed.fetch_add(1, Ordering::SeqCst);
+            return;
         }
+        link_now.cuts
     };
     let upstream = match TcpStream::connect(target).await {
         Ok(upstream) => upstream,
