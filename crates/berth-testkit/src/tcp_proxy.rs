@@ -78,9 +78,10 @@ pub struct ProxyStats {
     pub cut: u64,
     /// Held connections closed at the heal (never forwarded).
     pub held_closed: u64,
-    /// Now: accepted connections held (not forwarded) while the link is down.
+    /// Now: accepted connections held (not forwarded) while the link is down. Nothing is read
+    /// from them, so one whose client gave up is counted until the heal closes it.
     pub held: u64,
-    /// Now: forwarded connections still open.
+    /// Now: connections being forwarded (or connecting to the target).
     pub open: u64,
     /// Bytes written to the target.
     pub bytes_to_target: u64,
@@ -379,34 +380,38 @@ async fn connection(
         }
         link_now.cuts
     };
-    let upstream = match TcpStream::connect(target).await {
-        Ok(upstream) => upstream,
-        Err(_) => {
-            counters.target_refused.fetch_add(1, Ordering::SeqCst);
-            return;
-        }
-    };
-    counters.forwarded.fetch_add(1, Ordering::SeqCst);
+    // Counted open from here, so a cut waits for a connection still connecting to the target.
     let _open = Open::new(&counters);
-    let _ = client.set_nodelay(true);
-    let _ = upstream.set_nodelay(true);
-    let (client_read, client_write) = client.into_split();
-    let (target_read, target_write) = upstream.into_split();
-    let up = pump(
-        client_read,
-        target_write,
-        link.clone(),
-        &counters.bytes_to_target,
-    );
-    let down = pump(
-        target_read,
-        client_write,
-        link.clone(),
-        &counters.bytes_to_client,
-    );
-    let both = async { tokio::try_join!(up, down) };
+    let (link_up, link_down) = (link.clone(), link.clone());
+    let forward = async {
+        let upstream = match TcpStream::connect(target).await {
+            Ok(upstream) => upstream,
+            Err(_) => {
+                counters.target_refused.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+        };
+        counters.forwarded.fetch_add(1, Ordering::SeqCst);
+        let _ = client.set_nodelay(true);
+        let _ = upstream.set_nodelay(true);
+        let (client_read, client_write) = client.into_split();
+        let (target_read, target_write) = upstream.into_split();
+        let up = pump(
+            client_read,
+            target_write,
+            link_up,
+            &counters.bytes_to_target,
+        );
+        let down = pump(
+            target_read,
+            client_write,
+            link_down,
+            &counters.bytes_to_client,
+        );
+        let _ = tokio::try_join!(up, down);
+    };
     tokio::select! {
-        _ = both => {}
+        () = forward => {}
         cut = link.wait_for(|l| l.cuts != cuts) => {
             if cut.is_ok() {
                 counters.cut.fetch_add(1, Ordering::SeqCst);
