@@ -200,7 +200,7 @@ impl EtcdCluster {
         lines[lines.len().saturating_sub(15)..].join("\n")
     }
 
-    /// The client URLs, comma-separated: what `--cluster` takes.
+    /// The client URLs, comma-separated: what `--etcd` takes.
     pub fn endpoints(&self) -> String {
         self.endpoint_list().join(",")
     }
@@ -210,6 +210,15 @@ impl EtcdCluster {
         self.members
             .iter()
             .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .collect()
+    }
+
+    /// The client addresses (`127.0.0.1:PORT`), one per member: the targets of a
+    /// [`crate::tcp_proxy::ProxySet`] that stands between a process and this cluster.
+    pub fn client_addrs(&self) -> Vec<std::net::SocketAddr> {
+        self.members
+            .iter()
+            .map(|m| std::net::SocketAddr::from(([127, 0, 0, 1], m.client_port)))
             .collect()
     }
 

@@ -6,8 +6,9 @@
 //! test code that mounts and unmounts, and [`mount::Scratch`]; [`berth_run`], running
 //! `berth run --output json` and reading its JSON lines; [`volume_plugin`], `berth volume-plugin`
 //! as a process; [`engine_proxy`], a proxy in front of the Engine that refuses or delays chosen
-//! calls; [`etcd`], a real etcd cluster of a test's own (members killed and restarted at will).
-//! The crate root has the Docker helpers.
+//! calls; [`etcd`], a real etcd cluster of a test's own (members killed and restarted at will);
+//! [`tcp_proxy`], a loopback TCP proxy a test cuts and heals (a network partition between one
+//! process and etcd). The crate root has the Docker helpers.
 //!
 //! Run the tests through `scripts/test`: it makes sure an Engine answers, builds the offline test
 //! images (`scripts/setup-images`) and starts a throwaway registry on 127.0.0.1, and passes them to
@@ -36,6 +37,7 @@ pub mod engine_proxy;
 pub mod etcd;
 pub mod mount;
 pub mod ns;
+pub mod tcp_proxy;
 pub mod volume_plugin;
 
 /// The Docker Engine API client, for tests and benchmarks that talk to the Engine directly.
@@ -360,16 +362,58 @@ pub fn docker_cli(args: &[&str]) -> String {
 
 /// The ids of every container (running or not) that berth created for task family `family`
 /// (label `berth.family`), through the docker CLI so it works from synchronous tests.
+///
+/// # Panics
+///
+/// When the docker CLI cannot run or `docker ps` fails.
 pub fn family_containers(family: &str) -> Vec<String> {
+    labelled_containers("berth.family", family).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The ids of every container (running or not) labelled `key=value`, through the docker CLI so
+/// it works from synchronous code; the error says which command failed and why.
+pub fn labelled_containers(key: &str, value: &str) -> Result<Vec<String>, String> {
+    let filter = format!("label={key}={value}");
     let out = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--filter"])
-        .arg(format!("label=berth.family={family}"))
+        .args(["ps", "-aq", "--filter", &filter])
         .output()
-        .unwrap_or_else(|e| panic!("berth tests need the docker CLI: {e}"));
-    String::from_utf8_lossy(&out.stdout)
+        .map_err(|e| format!("berth tests need the docker CLI: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "docker ps -aq --filter {filter} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::to_string)
-        .collect()
+        .collect())
+}
+
+/// Force-removes every container labelled `key=value` (with its anonymous volumes). Never panics
+/// (it runs from `Drop`): what it could not remove is printed, and `scripts/test` removes every
+/// container labelled [`TEST_LABEL`] at the end of the run.
+pub fn remove_labelled_containers(key: &str, value: &str) {
+    let ids = match labelled_containers(key, value) {
+        Ok(ids) => ids,
+        Err(e) => {
+            eprintln!("berth-testkit: could not list containers labelled {key}={value}: {e}");
+            return;
+        }
+    };
+    for id in ids {
+        match std::process::Command::new("docker")
+            .args(["rm", "-f", "-v", &id])
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "berth-testkit: could not remove container {id} ({key}={value}): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => eprintln!("berth-testkit: could not run docker rm {id}: {e}"),
+        }
+    }
 }
 
 /// Removes every container of a task family (with its anonymous volumes) when dropped, even when
@@ -378,11 +422,30 @@ pub struct FamilyGuard(pub String);
 
 impl Drop for FamilyGuard {
     fn drop(&mut self) {
-        for id in family_containers(&self.0) {
-            let _ = std::process::Command::new("docker")
-                .args(["rm", "-f", "-v", &id])
-                .output();
+        remove_labelled_containers("berth.family", &self.0);
+    }
+}
+
+/// Removes every container labelled `key=value` (with its anonymous volumes) when dropped, even
+/// when the test panics: for containers made by processes the test runs (agents on many nodes),
+/// whose definitions carry the label in `dockerLabels`.
+pub struct LabelGuard {
+    pub key: String,
+    pub value: String,
+}
+
+impl LabelGuard {
+    pub fn new(key: impl Into<String>, value: impl Into<String>) -> LabelGuard {
+        LabelGuard {
+            key: key.into(),
+            value: value.into(),
         }
+    }
+}
+
+impl Drop for LabelGuard {
+    fn drop(&mut self) {
+        remove_labelled_containers(&self.key, &self.value);
     }
 }
 

@@ -3,102 +3,19 @@
 //! their agents (it writes the statuses a node would report, under the node's lease, with the
 //! task's fence), so what is checked is the control plane: placement through the controllers,
 //! the leader's loss, stops, services and their rolling updates, the CLI's output and its
-//! refusals. Run: `scripts/test -p berth --test cluster_cli`.
+//! refusals, a CLI cut off from etcd by a `berth_testkit::tcp_proxy::ProxySet`, and what the
+//! shared harness (`common::cluster`) can show without node agents. Run:
+//! `scripts/test -p berth --test cluster_cli`.
+
+mod common;
 
 use berth_cluster::record::{DesiredStatus, NodeRecord, Resources, StatusRecord};
 use berth_cluster::store::Cluster;
 use berth_testkit::etcd::EtcdCluster;
+use berth_testkit::tcp_proxy::ProxySet;
+use common::cluster::{Controller, Fleet, berth, json_of, ps, submit, wait_until};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const BERTH: &str = env!("CARGO_BIN_EXE_berth");
-
-/// A `berth controller` process, killed on drop; its log in `log`.
-struct Controller {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Controller {
-    fn start(dir: &Path, name: &str, endpoints: &str) -> Controller {
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(BERTH)
-            .args(["controller", "--etcd", endpoints, "--name", name])
-            .args(["--lease-ttl", "2s", "--interval", "200ms"])
-            .env("BERTH_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("spawn berth controller");
-        Controller { child, log }
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-    fn leads(&self) -> bool {
-        self.log().contains("leading")
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn berth(args: &[&str]) -> Output {
-    Command::new(BERTH)
-        .args(args)
-        .env_remove("BERTH_CLUSTER")
-        .output()
-        .expect("run berth")
-}
-
-fn json_of(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "berth failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-fn submit(endpoints: &str, file: &Path, count: u32) -> Vec<String> {
-    let count = count.to_string();
-    let v = json_of(&berth(&[
-        "cluster",
-        "submit",
-        file.to_str().unwrap(),
-        "--count",
-        &count,
-        "--etcd",
-        endpoints,
-        "--output",
-        "json",
-    ]));
-    v["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap().to_owned())
-        .collect()
-}
-
-/// `berth cluster ps --output json`'s tasks.
-fn ps(endpoints: &str) -> Vec<serde_json::Value> {
-    json_of(&berth(&[
-        "cluster", "ps", "--etcd", endpoints, "--output", "json",
-    ]))["tasks"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
 
 /// Waits until every task `ps` lists has a node; returns task id → node and the time it took.
 fn wait_placed(endpoints: &str, n: usize, limit: Duration) -> (BTreeMap<String, String>, Duration) {
@@ -290,8 +207,8 @@ fn controllers_place_through_etcd_and_the_next_one_leads_when_the_leader_dies() 
     } else {
         (b, a.as_ref().unwrap())
     };
-    leader.child.kill().unwrap();
-    leader.child.wait().unwrap();
+    assert!(leader.running(), "{}", leader.log());
+    leader.kill9();
     let killed = Instant::now();
     submit(&endpoints, &def, 3);
     let (placed, _) = wait_placed(&endpoints, 9, Duration::from_secs(15));
@@ -1027,5 +944,187 @@ fn bad_options_are_refused_with_their_name_and_a_fix() {
         start.elapsed() < Duration::from_secs(10),
         "{:?}",
         start.elapsed()
+    );
+}
+
+#[test]
+fn cluster_ps_cut_off_from_etcd_fails_naming_the_endpoints_and_works_after_heal() {
+    let etcd = EtcdCluster::start("cli-cut", 3);
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let endpoints = proxies.endpoints();
+    let dir = tempfile::tempdir().unwrap();
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
+    )
+    .unwrap();
+    let ids = submit(&endpoints, &def, 1);
+    let listed: Vec<serde_json::Value> = ps(&endpoints);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["task"], ids[0].as_str());
+
+    proxies.cut();
+    let start = Instant::now();
+    let out = berth(&["cluster", "ps", "--etcd", &endpoints, "--output", "json"]);
+    let took = start.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("ps while cut off: failed after {took:?}: {err}");
+    assert!(!out.status.success(), "ps succeeded while cut off");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(err.contains(&format!("etcd at {endpoints}")), "{err}");
+    // The call timeout is 5 s; a second more for the process and a loaded machine.
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    let stats = proxies.stats();
+    assert!(stats.held >= 1, "ps's connections were held: {stats:?}");
+
+    proxies.heal();
+    let healed = Instant::now();
+    let listed = wait_until(Duration::from_secs(5), "ps to work after the heal", || {
+        let out = berth(&["cluster", "ps", "--etcd", &endpoints, "--output", "json"]);
+        if out.status.success() {
+            Ok(json_of(&out))
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    });
+    eprintln!("ps worked {:?} after the heal", healed.elapsed());
+    assert_eq!(listed["tasks"][0]["task"], ids[0].as_str(), "{listed}");
+}
+
+#[test]
+fn wait_until_says_what_it_waited_for_and_the_last_state() {
+    let mut calls = 0;
+    let got = wait_until(Duration::from_secs(5), "the third call", || {
+        calls += 1;
+        if calls == 3 {
+            Ok(calls)
+        } else {
+            Err(format!("call {calls}"))
+        }
+    });
+    assert_eq!(got, 3);
+    let failed = std::panic::catch_unwind(|| {
+        wait_until(Duration::from_millis(300), "the moon to rise", || {
+            Err::<(), _>("still below the horizon".to_owned())
+        })
+    });
+    let message = failed
+        .expect_err("it gives up")
+        .downcast::<String>()
+        .expect("a formatted panic message");
+    assert!(
+        message.contains("waited 300ms for the moon to rise"),
+        "{message}"
+    );
+    assert!(message.contains("still below the horizon"), "{message}");
+}
+
+/// What the harness can show before node agents exist: submitted definitions carry the fleet's
+/// label, `docker_running` sees the fleet's containers by label (not another test's), and
+/// dropping the fleet kills its controllers and removes its containers.
+#[test]
+fn a_fleet_labels_what_it_submits_finds_its_containers_and_removes_them_when_dropped() {
+    let mut fleet = Fleet::start("fleet");
+    let controller_pid = fleet.controller("c1").child.as_ref().map(|c| c.id());
+    let def = serde_json::json!({
+        "family": "fleet-web",
+        "containerDefinitions": [
+            {"name": "app", "image": "busybox", "memory": 64, "dockerLabels": {"team": "a"}},
+            {"name": "side", "image": "busybox", "memory": 32}
+        ]
+    });
+    let ids = fleet.submit(&def, &["--count", "2"]);
+    assert_eq!(ids.len(), 2);
+    // No node: the controller leaves them pending, saying why.
+    let pending = fleet.wait_until(Duration::from_secs(10), "a reason on both tasks", || {
+        let tasks = fleet.ps();
+        if tasks.len() == 2 && tasks.iter().all(|t| t["reason"].is_string()) {
+            Ok(tasks)
+        } else {
+            Err(format!("{tasks:#?}"))
+        }
+    });
+    assert!(
+        pending.iter().all(|t| t["lastStatus"] == "PENDING"
+            && t["reason"] == "No Container Instances were found in your cluster."),
+        "{pending:#?}"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stored = rt
+        .block_on(async {
+            let c = Cluster::connect(&fleet.etcd.endpoint_list()).await?;
+            c.task(&ids[0]).await
+        })
+        .unwrap()
+        .expect("the task is stored");
+    let labels: Vec<_> = stored
+        .value
+        .definition
+        .container_definitions
+        .iter()
+        .map(|c| c.docker_labels.clone())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            BTreeMap::from([
+                ("berth.test".to_owned(), fleet.label().to_owned()),
+                ("team".to_owned(), "a".to_owned())
+            ]),
+            BTreeMap::from([("berth.test".to_owned(), fleet.label().to_owned())]),
+        ]
+    );
+
+    // A container as a node agent will start one, and another test's.
+    let image = berth_testkit::test_image();
+    let run = |test_label: &str| {
+        berth_testkit::docker_cli(&[
+            "run",
+            "-d",
+            "--label",
+            &format!("berth.test={test_label}"),
+            "--label",
+            "berth.node=n1",
+            &image,
+            "sleep",
+            "300",
+        ])
+        .trim()
+        .to_owned()
+    };
+    let ours = run(fleet.label());
+    let other_label = berth_testkit::unique_name("other-");
+    let _other_guard = berth_testkit::LabelGuard::new("berth.test", other_label.clone());
+    let other = run(&other_label);
+    let found = fleet.docker_running(&[("berth.node", "n1")]);
+    assert_eq!(
+        found.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        [ours.as_str()],
+        "{found:#?}"
+    );
+    assert_eq!(found[0].label("berth.test"), fleet.label());
+    assert!(!found[0].name.starts_with('/'), "{found:#?}");
+    assert!(fleet.docker_running(&[("berth.node", "n2")]).is_empty());
+
+    drop(fleet);
+    let left =
+        berth_testkit::docker_cli(&["ps", "-aq", "--no-trunc", "--filter", &format!("id={ours}")]);
+    assert_eq!(left.trim(), "", "the fleet's container is removed");
+    let still =
+        berth_testkit::docker_cli(&["ps", "-q", "--no-trunc", "--filter", &format!("id={other}")]);
+    assert_eq!(
+        still.trim(),
+        other,
+        "another test's container is left alone"
+    );
+    let pid = controller_pid.expect("the controller ran");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the controller process is gone"
     );
 }

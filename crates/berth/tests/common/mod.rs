@@ -1,3 +1,6 @@
-//! What the binary's integration tests share (each test crate that needs it declares `mod common;`).
+//! What the binary's integration tests share (each test crate that needs it declares `mod common;`):
+//! [`agent`], the `berth agent` harness; [`cluster`], what the cluster tests share (controllers,
+//! `berth cluster …` as JSON, node agents behind proxies to etcd, the whole `Fleet`).
 
 pub mod agent;
+pub mod cluster;

@@ -1,0 +1,153 @@
+//! A `Cluster` cut off from a real 3-member etcd and healed, through a
+//! `berth_testkit::tcp_proxy::ProxySet` (one proxy per member): what a node agent or a controller
+//! on the far side of a network partition sees. Measured, not assumed: how long a call takes to
+//! fail once the link is cut (closed connections) or stalled (silent ones), what a watch does, and
+//! how long the same `Cluster` takes to work again after the heal (it reconnects on its own).
+//! Run: `cargo test -p berth-cluster --test partition` (needs `etcd`; `scripts/test` installs it).
+
+use berth_cluster::store::{CALL_TIMEOUT, Cluster, ClusterError};
+use berth_testkit::etcd::EtcdCluster;
+use berth_testkit::tcp_proxy::ProxySet;
+use std::time::{Duration, Instant};
+
+/// What a failing call may take beyond [`CALL_TIMEOUT`]: scheduling on a loaded 2-core machine.
+const MARGIN: Duration = Duration::from_secs(2);
+
+/// How long the first successful call after a heal may take.
+const RECOVERY: Duration = Duration::from_secs(5);
+
+async fn connect(endpoints: &[String]) -> Cluster {
+    Cluster::connect(endpoints).await.expect("connect")
+}
+
+/// Calls `drains()` until it succeeds; the answer, how long it took and how many calls failed.
+async fn until_ok(c: &Cluster, limit: Duration) -> (Vec<String>, Duration, usize) {
+    let start = Instant::now();
+    let mut failed = 0;
+    loop {
+        match c.drains().await {
+            Ok(drains) => return (drains, start.elapsed(), failed),
+            Err(e) => {
+                failed += 1;
+                assert!(
+                    start.elapsed() < limit,
+                    "no call succeeded within {limit:?} of the heal; last error: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// The call fails within the call timeout plus a margin, with an error naming the endpoints.
+fn failed_in_time(
+    what: &str,
+    result: Result<Vec<String>, ClusterError>,
+    took: Duration,
+    endpoints: &str,
+) {
+    eprintln!("{what}: failed after {took:?}: {result:?}");
+    let err = result.expect_err("a call through a cut link fails");
+    assert!(took <= CALL_TIMEOUT + MARGIN, "{what} took {took:?}");
+    assert!(err.to_string().contains(endpoints), "{err}");
+}
+
+#[tokio::test]
+async fn a_cut_client_fails_within_the_call_timeout_and_recovers_by_itself_after_heal() {
+    let etcd = EtcdCluster::start("partition-cut", 3);
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let c = connect(&proxies.endpoint_list()).await;
+    let direct = connect(&etcd.endpoint_list()).await;
+
+    c.set_drain("n1", true, 1)
+        .await
+        .expect("put through the proxies");
+    assert_eq!(c.drains().await.expect("get"), ["n1"]);
+    let before = proxies.stats();
+    assert!(
+        before.forwarded >= 1 && before.bytes_to_target > 0,
+        "{before:?}"
+    );
+    let mut watch = c.watch("/berth/drain/", 1).await.expect("watch");
+    let (events, _) = watch.next().await.expect("the watch replays the drain");
+    assert_eq!(events.len(), 1, "{events:?}");
+
+    proxies.cut();
+    assert_eq!(proxies.stats().open, 0, "cut closed every connection");
+    // The watch's stream was on a closed connection: it ends at once.
+    let t = Instant::now();
+    let ended = tokio::time::timeout(CALL_TIMEOUT, watch.next()).await;
+    eprintln!("cut: the watch answered after {:?}: {ended:?}", t.elapsed());
+    assert!(
+        matches!(ended, Ok(Err(ClusterError::WatchEnded { .. }))),
+        "{ended:?}"
+    );
+    let t = Instant::now();
+    let read = c.drains().await;
+    failed_in_time("cut: a read", read, t.elapsed(), &proxies.endpoints());
+    let t = Instant::now();
+    let write = c.set_drain("n2", true, 2).await.map(|()| Vec::new());
+    failed_in_time("cut: a write", write, t.elapsed(), &proxies.endpoints());
+    let during = proxies.stats();
+    assert!(
+        during.held >= 1,
+        "the client's new connections are held: {during:?}"
+    );
+    assert_eq!(during.forwarded, before.forwarded, "{during:?}");
+
+    // etcd itself is fine: only this client is cut off.
+    direct.set_drain("n3", true, 3).await.expect("direct put");
+
+    proxies.heal();
+    let (drains, took, failed) = until_ok(&c, RECOVERY).await;
+    eprintln!("cut: the same Cluster answered {took:?} after the heal ({failed} failed calls)");
+    assert!(took < RECOVERY, "{took:?}");
+    // The write that failed while cut never reached etcd: held connections are closed at the
+    // heal, never forwarded.
+    assert_eq!(drains, ["n1", "n3"]);
+    c.set_drain("n4", true, 4)
+        .await
+        .expect("a write after the heal");
+    assert_eq!(
+        direct.drains().await.expect("direct get"),
+        ["n1", "n3", "n4"]
+    );
+}
+
+#[tokio::test]
+async fn a_stalled_client_fails_within_the_call_timeout_and_recovers_by_itself_after_heal() {
+    let etcd = EtcdCluster::start("partition-stall", 3);
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let c = connect(&proxies.endpoint_list()).await;
+
+    c.set_drain("n1", true, 1)
+        .await
+        .expect("put through the proxies");
+    let mut watch = c.watch("/berth/drain/", 1).await.expect("watch");
+    watch.next().await.expect("the watch replays the drain");
+
+    proxies.stall();
+    assert!(proxies.stats().open >= 1, "stalled connections stay open");
+    // The watch's connection carries nothing: the client's HTTP/2 keep-alive (a ping every 2 s,
+    // 2 s for its answer) gives up on it, and the watch ends.
+    let t = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(15), watch.next()).await;
+    let took = t.elapsed();
+    eprintln!("stall: the watch answered after {took:?}: {ended:?}");
+    assert!(
+        matches!(ended, Ok(Err(ClusterError::WatchEnded { .. }))),
+        "{ended:?}"
+    );
+    assert!(took <= CALL_TIMEOUT + MARGIN, "{took:?}");
+    let t = Instant::now();
+    let read = c.drains().await;
+    failed_in_time("stall: a read", read, t.elapsed(), &proxies.endpoints());
+
+    proxies.heal();
+    let (drains, took_heal, failed) = until_ok(&c, RECOVERY).await;
+    eprintln!(
+        "stall: the same Cluster answered {took_heal:?} after the heal ({failed} failed calls)"
+    );
+    assert!(took_heal < RECOVERY, "{took_heal:?}");
+    assert_eq!(drains, ["n1"]);
+}
