@@ -65,34 +65,56 @@ async fn keep(cluster: Cluster, lease: i64, ttl: Duration, lost: watch::Sender<b
 }
 
 /// Campaigns as `who` with a lease of `ttl` (whole seconds, at least 1) and returns once this
-/// controller leads. Waits as long as another leads.
+/// controller leads. Waits as long as another leads, through the loss of an etcd member (the
+/// campaign is sent again on another, with the same lease) and of its own lease (a new one).
 pub async fn campaign(
     cluster: &Cluster,
     who: &str,
     ttl: Duration,
 ) -> Result<Leadership, ClusterError> {
     let secs = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
-    let lease = cluster.grant(secs).await?;
-    let (tx, rx) = watch::channel(false);
-    let keeper = tokio::spawn(keep(
-        cluster.clone(),
-        lease,
-        Duration::from_secs(secs.unsigned_abs()),
-        tx,
-    ));
-    let mut client = cluster.client();
-    // No call timeout here: waiting for the current leader to go is the point.
-    client
-        .campaign(keys::ELECTION, who, lease)
-        .await
-        .map_err(|source| ClusterError::Etcd {
-            endpoints: cluster.endpoints().to_owned(),
-            source,
-        })?;
-    Ok(Leadership {
-        lease,
-        lost: rx,
-        keeper,
-        cluster: cluster.clone(),
-    })
+    loop {
+        let lease = cluster.grant(secs).await?;
+        let (tx, rx) = watch::channel(false);
+        let keeper = tokio::spawn(keep(
+            cluster.clone(),
+            lease,
+            Duration::from_secs(secs.unsigned_abs()),
+            tx,
+        ));
+        let mut lost = rx.clone();
+        loop {
+            let (member, mut client) = cluster.client();
+            // No call timeout here: waiting for the current leader to go is the point.
+            tokio::select! {
+                r = client.campaign(keys::ELECTION, who, lease) => match r {
+                    Ok(_) => {
+                        return Ok(Leadership {
+                            lease,
+                            lost: rx,
+                            keeper,
+                            cluster: cluster.clone(),
+                        });
+                    }
+                    Err(e) if crate::store::retriable(&e) => {
+                        tracing::warn!(error = %e, "campaign interrupted; campaigning again");
+                        cluster.fail_over(member);
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(source) => {
+                        keeper.abort();
+                        return Err(ClusterError::Etcd {
+                            endpoints: cluster.endpoints().to_owned(),
+                            source,
+                        });
+                    }
+                },
+                _ = lost.wait_for(|l| *l) => {
+                    tracing::warn!(lease, "the campaign's lease is gone; campaigning with a new one");
+                    keeper.abort();
+                    break;
+                }
+            }
+        }
+    }
 }

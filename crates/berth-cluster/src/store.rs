@@ -1,5 +1,6 @@
 //! The etcd client side of berth: one [`Cluster`] connection (etcd-client over the given
-//! endpoints, balanced, requiring a leader; every unary call under [`CALL_TIMEOUT`] so a lost
+//! endpoints, balanced, requiring a leader; every attempt of a unary call under
+//! [`CALL_TIMEOUT`], attempts within [`RETRY_WINDOW`] while a leader is elected, so a lost
 //! member or a partition is an error in seconds, never a hang), and the reads and plain writes:
 //!
 //! - leases ([`Cluster::grant`], [`Cluster::keep_alive`], [`Cluster::revoke`]) and node records
@@ -26,10 +27,16 @@ use etcd_client::{
     WatchOptions,
 };
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// The longest any single etcd call may take before it is an error.
+/// The longest one attempt of an etcd call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest a call is tried again while etcd elects a leader (its election timeout is about
+/// a second; a proposal lost with a dead leader is answered by nothing).
+pub const RETRY_WINDOW: Duration = Duration::from_secs(15);
 
 /// What can go wrong talking to etcd.
 #[derive(Debug, thiserror::Error)]
@@ -96,11 +103,29 @@ pub fn parse_endpoints(text: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// Whether the call failed before reaching any member (a refused or failed TCP connect).
-fn not_sent(e: &etcd_client::Error) -> bool {
+/// Whether a failed call may be sent again: the transport failed (a member down or its
+/// connection lost: the balanced channel tries another member next), or etcd said its leader is
+/// gone or changed under the request (`no leader`, `leader changed`, `request timed out`: an
+/// election settles it). etcd's own refusals (a bad request, a compacted revision, a lease not
+/// found, a full quota) are answers, returned as they are.
+pub(crate) fn retriable(e: &etcd_client::Error) -> bool {
     match e {
         etcd_client::Error::GRpcStatus(s) => {
-            s.code() == tonic::Code::Unavailable && s.message().contains("connect")
+            let m = s.message();
+            let election = m.contains("no leader")
+                || m.contains("leader changed")
+                || m.contains("request timed out");
+            election
+                || matches!(
+                    s.code(),
+                    tonic::Code::Unavailable
+                        | tonic::Code::Cancelled
+                        | tonic::Code::DeadlineExceeded
+                )
+                || (s.code() == tonic::Code::Unknown
+                    && (m.contains("transport")
+                        || m.contains("h2 protocol")
+                        || m.contains("connection")))
         }
         etcd_client::Error::TransportError(_) => true,
         _ => false,
@@ -110,8 +135,15 @@ fn not_sent(e: &etcd_client::Error) -> bool {
 /// A connection to the etcd cluster.
 #[derive(Clone)]
 pub struct Cluster {
-    client: Client,
+    /// One client per endpoint, in the order given.
+    clients: Arc<Vec<Client>>,
+    /// The member calls go to (an index into `clients`).
+    current: Arc<AtomicUsize>,
     endpoints: String,
+    /// Whether any call has been answered: until one has, a failure is retried only within
+    /// [`CALL_TIMEOUT`] (wrong endpoints, or etcd not started, fail fast), afterwards within
+    /// [`RETRY_WINDOW`] (a member lost, an election).
+    answered: Arc<AtomicBool>,
 }
 
 /// A value with the revision etcd last changed it at.
@@ -122,8 +154,10 @@ pub struct Versioned<T> {
 }
 
 impl Cluster {
-    /// Connects (lazily per endpoint: a member that is down now is tried again later by the
-    /// balanced channel).
+    /// Connects: one client per endpoint (each connects lazily, so a member that is down now is
+    /// tried again later), and calls go to one member at a time, the next one after a failure
+    /// (as etcd's own Go client pins an endpoint). A balanced channel over all of them keeps
+    /// choosing a member that is down: it fails at once, so it always looks least loaded.
     pub async fn connect(endpoints: &[String]) -> Result<Cluster, ClusterError> {
         let joined = endpoints.join(",");
         let options = ConnectOptions::new()
@@ -133,7 +167,12 @@ impl Cluster {
             // A member cut off from the others answers nothing (a watch on it is cancelled)
             // rather than serving what it had when it lost the leader.
             .with_require_leader(true);
-        let client = tokio::time::timeout(CALL_TIMEOUT, Client::connect(endpoints, Some(options)))
+        let mut clients = Vec::with_capacity(endpoints.len());
+        for endpoint in endpoints {
+            let client = tokio::time::timeout(
+                CALL_TIMEOUT,
+                Client::connect([endpoint], Some(options.clone())),
+            )
             .await
             .map_err(|_| ClusterError::Timeout {
                 endpoints: joined.clone(),
@@ -143,10 +182,36 @@ impl Cluster {
                 endpoints: joined.clone(),
                 source,
             })?;
+            clients.push(client);
+        }
+        if clients.is_empty() {
+            return Err(ClusterError::Timeout {
+                endpoints: joined,
+                what: "connect (no endpoint)",
+            });
+        }
+        // Spread processes over the members from the start.
+        let first = usize::try_from(std::process::id()).unwrap_or(0) % clients.len();
         Ok(Cluster {
-            client,
+            clients: Arc::new(clients),
+            current: Arc::new(AtomicUsize::new(first)),
             endpoints: joined,
+            answered: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// The member calls go to now, and its client.
+    fn pinned(&self) -> (usize, Client) {
+        let i = self.current.load(Ordering::Relaxed) % self.clients.len();
+        (i, self.clients[i].clone())
+    }
+
+    /// Moves calls from member `from` to the next one (unless another call already moved them).
+    pub(crate) fn fail_over(&self, from: usize) {
+        let next = (from + 1) % self.clients.len();
+        let _ = self
+            .current
+            .compare_exchange(from, next, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// The endpoints, as given.
@@ -154,29 +219,59 @@ impl Cluster {
         &self.endpoints
     }
 
-    /// Runs one etcd call under [`CALL_TIMEOUT`]. A call that failed to *connect* (the balanced
-    /// channel picked a member that is down: the request never left) is tried again until the
-    /// timeout, so a lost member costs a retry, not an error; any other failure is returned as it
-    /// is, since the request may have been applied.
+    /// Runs one etcd call: each attempt under [`CALL_TIMEOUT`], attempts within
+    /// [`RETRY_WINDOW`]. Tried again: an attempt etcd did not answer in time (a leader died with
+    /// the proposal), and one that failed in a way [`retriable`] says another attempt can mend
+    /// (a member down, a connection lost, an election under way; until etcd has answered this
+    /// connection once, only within [`CALL_TIMEOUT`]). Every berth call is safe to
+    /// repeat: reads and plain puts are idempotent, a guarded transaction that already applied
+    /// fails its guard the second time (submit and service creation recognise their own
+    /// write), and a lease granted twice leaves one to expire unused. etcd's refusals are
+    /// returned at once; an etcd that stays unreachable is an error at the end of the window.
     async fn call<T, F, Fut>(&self, what: &'static str, mut f: F) -> Result<T, ClusterError>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let deadline = tokio::time::Instant::now() + CALL_TIMEOUT;
+        let started = tokio::time::Instant::now();
+        // No answer in time: something listens (an election is under way), so try for the whole
+        // window. A failure before etcd ever answered this connection (wrong endpoints, etcd not
+        // started): only within one call timeout.
+        let window = started + RETRY_WINDOW;
+        let mut failing = if self.answered.load(Ordering::Relaxed) {
+            window
+        } else {
+            started + CALL_TIMEOUT
+        };
         loop {
-            match tokio::time::timeout_at(deadline, f(self.client.clone())).await {
+            let now = tokio::time::Instant::now();
+            let attempt = (now + CALL_TIMEOUT).min(window.max(now + Duration::from_millis(1)));
+            let (member, client) = self.pinned();
+            match tokio::time::timeout_at(attempt, f(client)).await {
+                Err(_) if tokio::time::Instant::now() + Duration::from_millis(100) < window => {
+                    tracing::debug!(what, "no answer from etcd in time; trying the next member");
+                    self.fail_over(member);
+                    // Something listens: failures from here on get the whole window too.
+                    failing = window;
+                }
                 Err(_) => {
                     return Err(ClusterError::Timeout {
                         endpoints: self.endpoints.clone(),
                         what,
                     });
                 }
-                Ok(Err(e)) if not_sent(&e) && tokio::time::Instant::now() < deadline => {
-                    tracing::debug!(what, error = %e, "etcd call not sent; trying another member");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(Err(e)) if retriable(&e) && tokio::time::Instant::now() < failing => {
+                    tracing::debug!(what, error = %e, "etcd call failed; trying the next member");
+                    self.fail_over(member);
+                    // A pause once every member has been tried.
+                    if (member + 1) % self.clients.len() == 0 {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
                 }
                 Ok(r) => {
+                    if r.is_ok() {
+                        self.answered.store(true, Ordering::Relaxed);
+                    }
                     return r.map_err(|source| ClusterError::Etcd {
                         endpoints: self.endpoints.clone(),
                         source,
@@ -198,9 +293,10 @@ impl Cluster {
         .await
     }
 
-    /// The etcd client itself, for the calls this module does not wrap (watches, elections).
-    pub fn client(&self) -> Client {
-        self.client.clone()
+    /// The client of the member calls go to now, for the calls this module does not wrap (the
+    /// election's campaign), with its index for [`Cluster::fail_over`].
+    pub(crate) fn client(&self) -> (usize, Client) {
+        self.pinned()
     }
 
     /// A new lease of `ttl` seconds; its id.
@@ -500,6 +596,20 @@ impl Cluster {
             revision = resp.header().map_or(revision, |h| h.revision());
         }
         Ok(revision)
+    }
+
+    /// How many keys there are under `prefix`.
+    pub async fn count(&self, prefix: &str) -> Result<i64, ClusterError> {
+        let resp = self
+            .call("count", |mut c| async move {
+                c.get(
+                    prefix,
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )
+                .await
+            })
+            .await?;
+        Ok(resp.count())
     }
 
     /// Compacts etcd's history up to `revision` (watches from an older revision are refused

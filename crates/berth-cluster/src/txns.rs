@@ -199,17 +199,36 @@ pub fn removing_service(read: &Versioned<ServiceRecord>) -> Guarded {
 }
 
 impl Cluster {
-    /// Writes a new task; [`ClusterError::Exists`] when its id is taken (never overwrites).
-    pub async fn submit(&self, task: &TaskRecord) -> Result<i64, ClusterError> {
-        let key = keys::task(&task.id);
+    /// Creates `key` with `value` only if it does not exist. `Some(revision)` when it was
+    /// created, or when it already holds exactly `value` (a call repeated after a lost answer
+    /// whose first attempt landed); `None` when the key holds something else.
+    async fn create(
+        &self,
+        what: &'static str,
+        key: String,
+        value: Vec<u8>,
+    ) -> Result<Option<i64>, ClusterError> {
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, record::encode(task), None)]);
-        let resp = self.txn("submit", txn).await?;
-        if !resp.succeeded() {
-            return Err(ClusterError::Exists(task.id.clone()));
+            .and_then([TxnOp::put(key.clone(), value.clone(), None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.txn(what, txn).await?;
+        let revision = resp.header().map_or(0, |h| h.revision());
+        if resp.succeeded() {
+            return Ok(Some(revision));
         }
-        Ok(resp.header().map_or(0, |h| h.revision()))
+        let ours = resp.op_responses().iter().any(|r| match r {
+            etcd_client::TxnOpResponse::Get(g) => g.kvs().iter().any(|kv| kv.value() == value),
+            _ => false,
+        });
+        Ok(ours.then_some(revision))
+    }
+
+    /// Writes a new task; [`ClusterError::Exists`] when its id is taken (never overwrites).
+    pub async fn submit(&self, task: &TaskRecord) -> Result<i64, ClusterError> {
+        self.create("submit", keys::task(&task.id), record::encode(task))
+            .await?
+            .ok_or_else(|| ClusterError::Exists(task.id.clone()))
     }
 
     /// Every task with its `mod_revision`, and the store's revision of the read.
@@ -348,15 +367,13 @@ impl Cluster {
 
     /// Writes a new service; [`ClusterError::ServiceExists`] when the name is taken.
     pub async fn create_service(&self, service: &ServiceRecord) -> Result<i64, ClusterError> {
-        let key = keys::service(&service.name);
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, record::encode(service), None)]);
-        let resp = self.txn("create service", txn).await?;
-        if !resp.succeeded() {
-            return Err(ClusterError::ServiceExists(service.name.clone()));
-        }
-        Ok(resp.header().map_or(0, |h| h.revision()))
+        self.create(
+            "create service",
+            keys::service(&service.name),
+            record::encode(service),
+        )
+        .await?
+        .ok_or_else(|| ClusterError::ServiceExists(service.name.clone()))
     }
 
     /// Replaces a service read at `read.mod_revision` by `new`; false when it changed since.

@@ -38,12 +38,24 @@ fn log_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/berth-test-logs/etcd")
 }
 
-/// A loopback port nothing listens on now (the kernel's choice for port 0).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+/// `n` distinct loopback ports nothing listens on now (the kernel's choices for port 0, every
+/// listener held until all are chosen: one dropped at once could be handed out again, and two
+/// members given one port refuse to start with "duplicate url").
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+        })
+        .collect();
+    listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a| a.port())
+                .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+        })
+        .collect()
 }
 
 /// GET /health on a member's client URL; true when it says `"health":"true"`. A few lines of
@@ -93,11 +105,12 @@ impl EtcdCluster {
         let log_dir = log_dir();
         std::fs::create_dir_all(&log_dir)
             .unwrap_or_else(|e| panic!("creating {}: {e}", log_dir.display()));
+        let ports = free_ports(2 * size);
         let members = (0..size)
             .map(|i| Member {
                 name: format!("{prefix}-{i}"),
-                client_port: free_port(),
-                peer_port: free_port(),
+                client_port: ports[2 * i],
+                peer_port: ports[2 * i + 1],
                 child: None,
             })
             .collect();
