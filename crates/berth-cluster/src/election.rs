@@ -105,7 +105,7 @@ pub async fn campaign(
                         keeper.abort();
                         return Err(ClusterError::Etcd {
                             endpoints: cluster.endpoints().to_owned(),
-                            source,
+                            error: source,
                         });
                     }
                 },

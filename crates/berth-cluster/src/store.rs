@@ -41,13 +41,16 @@ pub const RETRY_WINDOW: Duration = Duration::from_secs(15);
 /// What can go wrong talking to etcd.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    #[error("etcd at {endpoints}: {source}")]
+    #[error("etcd at {endpoints}: {error}")]
     Etcd {
         endpoints: String,
-        #[source]
-        source: etcd_client::Error,
+        // Not the error's `source()`: its text is already in this one's (a chain printed with
+        // `{:#}` would say it twice).
+        error: etcd_client::Error,
     },
-    #[error("etcd at {endpoints}: no answer within {CALL_TIMEOUT:?} ({what})")]
+    #[error(
+        "etcd at {endpoints}: no member answered in time ({what}); is etcd running, and reachable from here?"
+    )]
     Timeout {
         endpoints: String,
         what: &'static str,
@@ -180,7 +183,7 @@ impl Cluster {
             })?
             .map_err(|source| ClusterError::Etcd {
                 endpoints: joined.clone(),
-                source,
+                error: source,
             })?;
             clients.push(client);
         }
@@ -274,7 +277,7 @@ impl Cluster {
                     }
                     return r.map_err(|source| ClusterError::Etcd {
                         endpoints: self.endpoints.clone(),
-                        source,
+                        error: source,
                     });
                 }
             }
@@ -322,7 +325,7 @@ impl Cluster {
             // etcd answers a keep-alive of an expired or revoked lease with TTL 0, which the
             // client reports as an error: it is an answer, the lease is gone.
             Err(ClusterError::Etcd {
-                source: etcd_client::Error::LeaseKeepAliveError(m),
+                error: etcd_client::Error::LeaseKeepAliveError(m),
                 ..
             }) if m.contains("not found") => Ok(0),
             other => other,
