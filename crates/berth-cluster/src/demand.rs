@@ -1,4 +1,5 @@
-//! What a task reserves on a node, from its definition, as ECS counts it: the task-level `cpu`
+//! What a task reserves on a node, from its definition, as ECS counts it: its static host ports
+//! ([`host_ports`]), and the task-level `cpu`
 //! and `memory` when given ("256" CPU units or "0.5 vCPU"; "512" MiB or "1 GB"), else the sum
 //! over containers of `cpu` and of `memoryReservation` (the soft limit is what ECS subtracts from
 //! an instance when it is set) or else `memory`. A container without either reserves nothing.
@@ -7,7 +8,7 @@
 //! not read (a definition stored by someone else) is an error naming the field.
 
 use crate::record::Resources;
-use berth_model::TaskDefinition;
+use berth_model::{NetworkMode, TaskDefinition};
 
 /// The task's reservation, or an error naming `cpu`/`memory` and the value.
 pub fn of(def: &TaskDefinition) -> Result<Resources, String> {
@@ -31,6 +32,30 @@ pub fn of(def: &TaskDefinition) -> Result<Resources, String> {
             .sum(),
     };
     Ok(Resources { cpu, memory_mib })
+}
+
+/// The host ports a task holds on its node while it runs, as `"tcp/80"`, in ECS's accounting
+/// (`RESOURCE:PORTS`): in `bridge` mode every mapping with a static `hostPort`; in `host` mode every
+/// `containerPort` (it is the host's); in `awsvpc` every `containerPort` too, since berth publishes
+/// each mapping of the task's namespace on the host at its container port; none in `none` mode.
+/// Sorted, without repeats.
+pub fn host_ports(def: &TaskDefinition) -> Vec<String> {
+    let mut out: Vec<String> = def
+        .container_definitions
+        .iter()
+        .flat_map(|c| &c.port_mappings)
+        .filter_map(|m| {
+            let port = match def.network_mode {
+                NetworkMode::Bridge => m.host_port.filter(|p| *p != 0)?,
+                NetworkMode::Host | NetworkMode::Awsvpc => m.container_port,
+                NetworkMode::None => return None,
+            };
+            Some(format!("{}/{port}", m.protocol.as_str()))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// "256" → 256, "0.5 vCPU" → 512 (1024 units per vCPU), case-insensitive, space optional.
@@ -97,6 +122,29 @@ mod tests {
                 memory_mib: 192
             }
         );
+    }
+
+    #[test]
+    fn host_ports_are_the_static_ones_of_the_network_mode() {
+        let d = def(r#"{"family":"f","containerDefinitions":[
+                {"name":"a","image":"i","portMappings":[{"containerPort":80,"hostPort":8080},{"containerPort":81},{"containerPort":53,"hostPort":53,"protocol":"udp"}]},
+                {"name":"b","image":"i","portMappings":[{"containerPort":90,"hostPort":0},{"containerPort":82,"hostPort":8081}]}]}"#);
+        assert_eq!(host_ports(&d), ["tcp/8080", "tcp/8081", "udp/53"]);
+        let d = def(
+            r#"{"family":"f","networkMode":"host","containerDefinitions":[
+                {"name":"a","image":"i","portMappings":[{"containerPort":80}]}]}"#,
+        );
+        assert_eq!(host_ports(&d), ["tcp/80"]);
+        let d = def(
+            r#"{"family":"f","networkMode":"awsvpc","containerDefinitions":[
+                {"name":"a","image":"i","portMappings":[{"containerPort":443}]}]}"#,
+        );
+        assert_eq!(host_ports(&d), ["tcp/443"]);
+        let d = def(
+            r#"{"family":"f","networkMode":"none","containerDefinitions":[
+                {"name":"a","image":"i"}]}"#,
+        );
+        assert!(host_ports(&d).is_empty());
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //!
 //! As ECS's scheduler does (the ECS agent does not place; the control plane does):
 //! 1. candidates are the nodes that are not draining, that have the CPU units and memory the task
-//!    reserves (`RESOURCE:CPU`, `RESOURCE:MEMORY`), that every `memberOf` expression selects
+//!    reserves (`RESOURCE:CPU`, `RESOURCE:MEMORY`), whose host ports the task needs are free
+//!    (`RESOURCE:PORTS`: two tasks with one static host port never share a node), that every
+//!    `memberOf` expression selects
 //!    (`MemberOf placement constraint unsatisfied`) and, with `distinctInstance`, that run no task
 //!    of the task's group (`DistinctInstance placement constraint unsatisfied`);
 //! 2. the strategies, in order, each keep the candidates it scores best, the next one breaking
@@ -20,7 +22,7 @@
 
 use crate::expr::Expr;
 use crate::record::{Constraint, Resources, Strategy};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One node as placement sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,6 +37,8 @@ pub struct NodeLoad {
     /// Tasks placed on it (all groups).
     pub tasks: u64,
     pub draining: bool,
+    /// The host ports its tasks hold (`"tcp/80"`).
+    pub ports: BTreeSet<String>,
 }
 
 impl NodeLoad {
@@ -43,6 +47,11 @@ impl NodeLoad {
         self.used = self.used.saturating_add(demand);
         *self.groups.entry(group.to_owned()).or_default() += 1;
         self.tasks += 1;
+    }
+
+    /// Records host ports a task placed here holds.
+    pub fn reserve_ports(&mut self, ports: &[String]) {
+        self.ports.extend(ports.iter().cloned());
     }
 
     fn free(&self) -> Resources {
@@ -106,6 +115,8 @@ pub struct Request<'a> {
     pub id: &'a str,
     pub group: &'a str,
     pub demand: Resources,
+    /// The host ports it needs free (`"tcp/80"`).
+    pub ports: &'a [String],
     pub constraints: &'a [Compiled],
     pub strategy: &'a [Strategy],
 }
@@ -116,6 +127,7 @@ enum Excluded {
     Draining,
     Cpu,
     Memory,
+    Ports,
     MemberOf,
     DistinctInstance,
 }
@@ -126,6 +138,7 @@ impl Excluded {
             Excluded::Draining => "DRAINING",
             Excluded::Cpu => "RESOURCE:CPU",
             Excluded::Memory => "RESOURCE:MEMORY",
+            Excluded::Ports => "RESOURCE:PORTS",
             Excluded::MemberOf => "MemberOf placement constraint unsatisfied",
             Excluded::DistinctInstance => "DistinctInstance placement constraint unsatisfied",
         }
@@ -142,6 +155,9 @@ fn exclusion(req: &Request<'_>, node: &NodeLoad) -> Option<Excluded> {
     }
     if req.demand.memory_mib > free.memory_mib {
         return Some(Excluded::Memory);
+    }
+    if req.ports.iter().any(|p| node.ports.contains(p)) {
+        return Some(Excluded::Ports);
     }
     for c in req.constraints {
         match c {

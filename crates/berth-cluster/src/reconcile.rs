@@ -321,6 +321,7 @@ pub fn plan(
             Some(node) => {
                 if let Some(&i) = index.get(node) {
                     loads[i].reserve(&task.group, task.demand);
+                    loads[i].reserve_ports(&task.host_ports);
                 }
             }
             None if task.desired_status == DesiredStatus::Running
@@ -342,6 +343,7 @@ pub fn plan(
                     id: &task.id,
                     group: &task.group,
                     demand: task.demand,
+                    ports: &task.host_ports,
                     constraints: &constraints,
                     strategy: &task.placement_strategy,
                 };
@@ -350,6 +352,7 @@ pub fn plan(
         match chosen {
             Ok(i) => {
                 loads[i].reserve(&task.group, task.demand);
+                loads[i].reserve_ports(&task.host_ports);
                 out.actions.push(Action::Place {
                     task: task.id.clone(),
                     node: loads[i].name.clone(),

@@ -142,6 +142,9 @@ pub struct TaskRecord {
     pub desired_status: DesiredStatus,
     /// What placement reserves on a node ([`crate::demand`]).
     pub demand: Resources,
+    /// The host ports it holds on its node (`"tcp/80"`, [`crate::demand::host_ports`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_ports: Vec<String>,
     #[serde(default)]
     pub placement_constraints: Vec<Constraint>,
     #[serde(default)]
@@ -187,6 +190,7 @@ impl TaskRecord {
         crate::placement::compile(&placement_constraints)?;
         crate::placement::check_strategy(&placement_strategy)?;
         let demand = crate::demand::of(&definition)?;
+        let host_ports = crate::demand::host_ports(&definition);
         Ok(TaskRecord {
             id,
             group: format!("family:{}", definition.family),
@@ -194,6 +198,7 @@ impl TaskRecord {
             service: None,
             desired_status: DesiredStatus::Running,
             demand,
+            host_ports,
             placement_constraints,
             placement_strategy,
             node: None,

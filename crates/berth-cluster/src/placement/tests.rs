@@ -44,6 +44,7 @@ fn place_n(
                 id: &id,
                 group: "service:web",
                 demand,
+                ports: &[],
                 constraints,
                 strategy,
             };
@@ -115,6 +116,7 @@ fn binpack_cpu_counts_cpu_only() {
             cpu: 512,
             memory_mib: 50,
         },
+        ports: &[],
         constraints: &[],
         strategy: &[binpack("cpu")],
     };
@@ -175,6 +177,7 @@ fn no_nodes_is_ecs_words() {
         id: "t",
         group: "g",
         demand: SMALL,
+        ports: &[],
         constraints: &[],
         strategy: &[],
     };
@@ -196,6 +199,7 @@ fn random_is_reproducible_and_uses_more_than_one_node() {
             id: &id,
             group: "g",
             demand: SMALL,
+            ports: &[],
             constraints: &[],
             strategy: &[Strategy::Random],
         };
@@ -310,7 +314,7 @@ proptest! {
             }
             let compiled = compile(&constraints).unwrap();
             let id = format!("t{k}");
-            let req = Request { id: &id, group: &group, demand: ask.demand, constraints: &compiled, strategy: &ask.strategy };
+            let req = Request { id: &id, group: &group, demand: ask.demand, ports: &[], constraints: &compiled, strategy: &ask.strategy };
             let feasible: Vec<usize> = (0..nodes.len()).filter(|&i| fits(&req, &nodes[i])).collect();
             match place(&req, &nodes) {
                 Ok(i) => {
@@ -351,4 +355,35 @@ proptest! {
             prop_assert!(hi - lo <= 1, "{counts:?}");
         }
     }
+}
+
+#[test]
+fn a_host_port_in_use_excludes_the_node() {
+    let mut nodes = vec![node("a", 4096, 4096, &[]), node("b", 4096, 4096, &[])];
+    let ports = ["tcp/80".to_owned()];
+    let req = Request {
+        id: "t",
+        group: "service:web",
+        demand: SMALL,
+        ports: &ports,
+        constraints: &[],
+        strategy: &[],
+    };
+    let first = place(&req, &nodes).unwrap();
+    nodes[first].reserve("service:web", SMALL);
+    nodes[first].reserve_ports(&ports);
+    let second = place(&req, &nodes).unwrap();
+    assert_ne!(
+        first, second,
+        "two tasks with host port 80 never share a node"
+    );
+    nodes[second].reserve("service:web", SMALL);
+    nodes[second].reserve_ports(&ports);
+    assert_eq!(
+        place(&req, &nodes).unwrap_err(),
+        "no node met all of the task's requirements: RESOURCE:PORTS (2 nodes)"
+    );
+    // Another port, or another protocol, is free.
+    let udp = ["udp/80".to_owned()];
+    assert!(place(&Request { ports: &udp, ..req }, &nodes).is_ok());
 }
