@@ -40,7 +40,7 @@ pub const DEFAULT_API_SOCKET: &str = "/run/berth/berth.sock";
 
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  berth agent\n  berth agent --data-dir /var/lib/berth --cleanup-wait 10m\n\nThen: berth submit task.json; berth ps; berth stop TASK; berth rm TASK.\n\nConfiguration: every option can be set in the TOML file (keys are the long option names,\ne.g. cleanup-wait = \"10m\"); environment variables override the file, and flags override both."
+    after_help = "Examples:\n  berth agent\n  berth agent --data-dir /var/lib/berth --cleanup-wait 10m\n  berth agent --etcd http://10.0.0.1:2379,http://10.0.0.2:2379 --node host-1 --node-attribute zone=a\n\nThen: berth submit task.json; berth ps; berth stop TASK; berth rm TASK (as a cluster node: berth cluster submit|service …).\n\nConfiguration: every option can be set in the TOML file (keys are the long option names,\ne.g. cleanup-wait = \"10m\"); environment variables override the file, and flags override both."
 )]
 pub struct Args {
     /// The configuration file read (the global `--config`, see `crate::config`), for the log.

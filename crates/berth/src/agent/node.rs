@@ -54,8 +54,8 @@ pub struct NodeArgs {
     #[arg(long, value_name = "MIB")]
     pub node_memory: Option<u64>,
 
-    /// A node attribute for placement constraints (`memberOf(attribute:KEY == VALUE)`) and
-    /// `spread(attribute:KEY)`, repeatable. berth adds ECS's `ecs.os-type`, `ecs.os-family`,
+    /// A node attribute for placement (a `memberOf` constraint `attribute:KEY == VALUE`, the
+    /// strategy `spread` on `attribute:KEY`), repeatable. berth adds ECS's `ecs.os-type`, `ecs.os-family`,
     /// `ecs.cpu-architecture` and `ecs.availability-zone`.
     #[arg(long = "node-attribute", value_name = "KEY=VALUE")]
     pub node_attributes: Vec<String>,
