@@ -428,19 +428,6 @@ impl Cluster {
         Ok((list.into_iter().map(|(_, v)| v.value).collect(), revision))
     }
 
-    /// Every reported status, as `(node, status)`.
-    pub async fn statuses(&self) -> Result<Vec<(String, StatusRecord)>, ClusterError> {
-        let (list, _) = self
-            .list::<StatusRecord>(keys::STATUS, "task status")
-            .await?;
-        Ok(list
-            .into_iter()
-            .filter_map(|(k, v)| {
-                keys::node_and_task(keys::STATUS, &k).map(|(node, _)| (node.to_owned(), v.value))
-            })
-            .collect())
-    }
-
     /// One page of `prefix` from `after` (exclusive; None: from the start), read at `revision`
     /// (0: now). Returns the key-values, the header's revision (the store's revision when the
     /// page was read: with `revision` 0, the revision the page shows) and whether more follow.

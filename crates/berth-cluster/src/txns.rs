@@ -1,20 +1,23 @@
 //! The transactions that change tasks and services, each guarded so that a writer working from
 //! an old read writes nothing (and reads again):
 //!
-//! - [`Cluster::submit`]: a new task, only if its id is free;
-//! - [`Cluster::place`] / [`Cluster::place_all`]: the task unchanged since it was read → the task
-//!   with its node and fence, and the assignment under that node (many tasks per transaction,
-//!   each guarded; a batch that fails is retried one by one);
-//! - [`Cluster::set_reason`]: why a pending task is not placed;
-//! - [`Cluster::stop`]: desired STOPPED with a reason; a placed task's assignment says STOPPED
-//!   too (its node stops it and reports), a pending task is closed at once;
-//! - [`Cluster::close`]: the task is over (its node reported it stopped, or the node is gone: then
-//!   guarded on the node record's absence too): closed, and its assignment deleted;
-//! - [`Cluster::forget`]: a closed task's record deleted after the retention;
+//! - [`Cluster::submit`]: a new task, only if its id is free (a repeated submit whose first answer
+//!   was lost recognises its own write);
+//! - the controller's writes, built as [`Guarded`] values and committed by
+//!   [`Cluster::commit_all`] (as many per transaction as etcd allows, several transactions in
+//!   flight; a batch whose guard fails is written again one by one): [`placing`] (the task
+//!   unchanged since it was read → the task with its node and fence, and the assignment under
+//!   that node), [`reasoning`] (why a pending task is not placed), [`stopping`] (desired STOPPED
+//!   with a reason; a placed task's assignment says STOPPED too, a pending task is closed at
+//!   once), [`closing`] (the task is over: closed and its assignment deleted; for a lost node
+//!   also guarded on the node record's absence), [`forgetting`] (a closed task deleted after the
+//!   retention), [`removing_service`];
+//! - [`Cluster::stop`]: [`stopping`] for `berth cluster stop`;
 //! - services: [`Cluster::service`] (one, with its revision), [`Cluster::create_service`] (only
-//!   if the name is free), [`Cluster::update_service`] (guarded), [`Cluster::remove_service`], and [`Cluster::start_service_tasks`], which writes the
-//!   service record (its `launched` count) in the same transaction as the new tasks, guarded by
-//!   the service's revision, so one shortfall is never filled twice.
+//!   if the name is free), [`Cluster::update_service`] (guarded), and
+//!   [`Cluster::start_service_tasks`], which writes the service record (its `launched` count) in
+//!   the same transaction as the new tasks, guarded by the service's revision, so one shortfall
+//!   is never filled twice.
 
 use crate::keys;
 use crate::record::{
@@ -237,14 +240,6 @@ impl Cluster {
         Ok((list.into_iter().map(|(_, v)| v).collect(), revision))
     }
 
-    /// Every service with its `mod_revision`.
-    pub async fn services(&self) -> Result<Vec<Versioned<ServiceRecord>>, ClusterError> {
-        let (list, _) = self
-            .list::<ServiceRecord>(keys::SERVICES, "service record")
-            .await?;
-        Ok(list.into_iter().map(|(_, v)| v).collect())
-    }
-
     /// One service with its `mod_revision`, None when there is no such service.
     pub async fn service(
         &self,
@@ -331,27 +326,6 @@ impl Cluster {
             .first()
             .copied()
             .unwrap_or(false))
-    }
-
-    /// Places one task ([`placing`]); false when it changed since it was read.
-    pub async fn place(
-        &self,
-        read: &Versioned<TaskRecord>,
-        node: &str,
-    ) -> Result<bool, ClusterError> {
-        self.commit_one(placing(read, node)).await
-    }
-
-    /// Records why a pending task is not placed, if the task is unchanged and the reason is new.
-    pub async fn set_reason(
-        &self,
-        read: &Versioned<TaskRecord>,
-        reason: &str,
-    ) -> Result<bool, ClusterError> {
-        if read.value.reason.as_deref() == Some(reason) {
-            return Ok(true);
-        }
-        self.commit_one(reasoning(read, reason)).await
     }
 
     /// Asks one task to stop ([`stopping`]); false when it changed since it was read.
