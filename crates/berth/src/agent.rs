@@ -13,6 +13,10 @@
 //! `crate::metrics`.
 //! SIGTERM stops accepting work and exits; running containers keep running (a restarted agent
 //! adopts them).
+//!
+//! With `--etcd` and `--node` the agent is a node of a berth cluster ([`node`]): berth-cluster's
+//! node loop feeds it the tasks assigned to the node and reports their statuses; everything above
+//! stays the same, and submits through the control API are refused.
 
 mod control;
 pub(crate) mod introspection;

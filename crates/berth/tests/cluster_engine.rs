@@ -147,6 +147,17 @@ fn placement_runs_on_the_nodes_and_survives_a_lost_etcd_member_and_a_lost_contro
     fleet.controller("c1");
     fleet.controller("c2");
 
+    // A node takes its tasks from the cluster only: a local submit is refused, saying why.
+    let local = fleet.definition_file(&definition("local", 64, 1));
+    let (code, _, err) = fleet
+        .agent("n1")
+        .cli(&["submit", local.to_str().expect("UTF-8")]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("this agent is cluster node n1") && err.contains("berth cluster submit"),
+        "{err}"
+    );
+
     // A service of 6: two containers on each node, each labelled with its node and service.
     create_service(&fleet, "web", &definition("web", 64, 1), 6, &[]);
     let running = wait_replicas(&fleet, "web", 6, Duration::from_secs(90));
