@@ -1133,3 +1133,99 @@ fn a_fleet_labels_what_it_submits_finds_its_containers_and_removes_them_when_dro
         "the controller process is gone"
     );
 }
+
+/// `berth agent` as a node refuses bad node options before it does anything, each naming its
+/// option, and a data directory serves one node name.
+#[test]
+fn node_options_are_refused_with_their_name_and_a_data_directory_keeps_its_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let socket = dir.path().join("api.sock");
+    let agent = |extra: &[&str]| -> (bool, String) {
+        let out = std::process::Command::new(common::cluster::BERTH)
+            .args(["agent", "--data-dir"])
+            .arg(&data)
+            .arg("--api-socket")
+            .arg(&socket)
+            .args([
+                "--introspection-addr",
+                "off",
+                "--metadata-addr",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .env_remove("BERTH_ETCD")
+            .env_remove("BERTH_NODE")
+            .output()
+            .expect("run berth agent");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let etcd = ["--etcd", "http://127.0.0.1:1"];
+    for (extra, wanted) in [
+        (vec!["--node", "n1"], "--etcd"),
+        (vec!["--node", "a/b"], "--node: node \"a/b\" contains '/'"),
+        (
+            vec!["--node", "n1", "--node-lease-ttl", "1s"],
+            "--node-lease-ttl: 1s is below 2s",
+        ),
+        (
+            vec!["--node", "n1", "--node-attribute", "zone"],
+            "--node-attribute: \"zone\" is not KEY=VALUE",
+        ),
+        (
+            vec!["--node", "n1", "--node-attribute", "ecs.os-type=windows"],
+            "the ecs. prefix is kept for the attributes berth sets itself",
+        ),
+        (
+            vec!["--node", "n1", "--node-attribute", "zone= a"],
+            "is not an attribute value",
+        ),
+    ] {
+        let mut args: Vec<&str> = if extra[0] == "--node" && wanted == "--etcd" {
+            Vec::new()
+        } else {
+            etcd.to_vec()
+        };
+        args.extend(&extra);
+        let (ok, err) = agent(&args);
+        assert!(!ok, "{args:?} was accepted");
+        assert!(err.contains(wanted), "{args:?}: {err}");
+    }
+    // The data directory is claimed by the first node name (the agent then goes on to Docker and
+    // etcd, which this test stops it from reaching: the etcd port is closed, so it is killed).
+    let mut first = std::process::Command::new(common::cluster::BERTH)
+        .args(["agent", "--data-dir"])
+        .arg(&data)
+        .arg("--api-socket")
+        .arg(&socket)
+        .args([
+            "--introspection-addr",
+            "off",
+            "--metadata-addr",
+            "127.0.0.1:0",
+        ])
+        .args(etcd)
+        .args(["--node", "n1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start berth agent");
+    wait_until(Duration::from_secs(20), "the node name claimed", || {
+        if data.join("berth.redb").exists() && socket.exists() {
+            Ok(())
+        } else {
+            Err("no store and socket yet".to_owned())
+        }
+    });
+    let _ = first.kill();
+    let _ = first.wait();
+    let (ok, err) = agent(&[etcd[0], etcd[1], "--node", "n2"]);
+    assert!(!ok);
+    assert!(
+        err.contains("belongs to cluster node \"n1\"") && err.contains("--node n1"),
+        "{err}"
+    );
+}
