@@ -59,6 +59,15 @@ impl PassReport {
     }
 }
 
+/// What a write of a pass's first batch was, for its report.
+enum Written {
+    Closed,
+    Stopped,
+    Forgotten,
+    Removed,
+    Unplaced,
+}
+
 /// Performs a plan made from `view`: the closes, stops, forgets, removals and reasons in batched
 /// guarded transactions, then the service starts (one guarded transaction per service), then
 /// the placements (batched; a new task is placed only if its start was written).
@@ -76,7 +85,7 @@ pub async fn execute(
     let task = |id: &str| view.tasks.get(id);
     let mut first: Vec<Guarded> = Vec::new();
     // What each write in `first` was, for the report.
-    let mut first_what: Vec<(usize, String, String)> = Vec::new();
+    let mut first_what: Vec<(Written, String, String)> = Vec::new();
     let mut starts: Vec<(String, Vec<TaskRecord>)> = Vec::new();
     let mut places: Vec<(String, String)> = Vec::new();
     for action in plan.actions {
@@ -89,7 +98,7 @@ pub async fn execute(
             } => {
                 if let Some(t) = task(&id) {
                     first.push(txns::closing(t, &reason, code, now_ms, node_gone));
-                    first_what.push((0, id, reason));
+                    first_what.push((Written::Closed, id, reason));
                 }
             }
             Action::Stop {
@@ -99,25 +108,25 @@ pub async fn execute(
             } => {
                 if let Some(t) = task(&id) {
                     first.push(txns::stopping(t, &reason, code, now_ms));
-                    first_what.push((1, id, reason));
+                    first_what.push((Written::Stopped, id, reason));
                 }
             }
             Action::Forget { task: id } => {
                 if let Some(t) = task(&id) {
                     first.push(txns::forgetting(t));
-                    first_what.push((2, id, String::new()));
+                    first_what.push((Written::Forgotten, id, String::new()));
                 }
             }
             Action::RemoveService { service } => {
                 if let Some(s) = view.services.get(&service) {
                     first.push(txns::removing_service(s));
-                    first_what.push((3, service, String::new()));
+                    first_what.push((Written::Removed, service, String::new()));
                 }
             }
             Action::Unplaced { task: id, reason } => {
                 if let Some(t) = task(&id) {
                     first.push(txns::reasoning(t, &reason));
-                    first_what.push((4, id, reason));
+                    first_what.push((Written::Unplaced, id, reason));
                 }
             }
             Action::Start { service, tasks } => starts.push((service, tasks)),
@@ -132,11 +141,11 @@ pub async fn execute(
             continue;
         }
         match kind {
-            0 => report.closed.push((id, reason)),
-            1 => report.stopped.push((id, reason)),
-            2 => report.forgotten += 1,
-            3 => report.removed.push(id),
-            _ => report.unplaced.push((id, reason)),
+            Written::Closed => report.closed.push((id, reason)),
+            Written::Stopped => report.stopped.push((id, reason)),
+            Written::Forgotten => report.forgotten += 1,
+            Written::Removed => report.removed.push(id),
+            Written::Unplaced => report.unplaced.push((id, reason)),
         }
     }
 

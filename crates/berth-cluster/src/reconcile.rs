@@ -443,11 +443,14 @@ fn service(
             .cmp(&healthy(view, b))
             .then_with(|| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)))
     });
-    let mut candidates: Vec<(&TaskRecord, &str)> = replace.clone();
-    candidates.extend(by_age.iter().take(excess).map(|t| (*t, "")));
-    candidates.sort_by_key(|(t, _)| healthy(view, t));
+    // Each candidate with whether it is a current task (else one to replace).
+    let mut candidates: Vec<(&TaskRecord, &str, bool)> =
+        replace.iter().map(|(t, why)| (*t, *why, false)).collect();
+    candidates.extend(by_age.iter().take(excess).map(|t| (*t, "", true)));
+    candidates.sort_by_key(|(t, _, _)| healthy(view, t));
     let mut current_left = current.len() as u64;
-    for (task, why) in candidates {
+    let mut replacing = replace.len() as u64;
+    for (task, why, is_current) in candidates {
         let is_healthy = healthy(view, task);
         if is_healthy && healthy_left <= min_healthy {
             continue;
@@ -455,10 +458,10 @@ fn service(
         if is_healthy {
             healthy_left -= 1;
         }
-        let is_current = task.started_by.as_deref() == Some(svc.deployment.as_str())
-            && !task.node.as_ref().is_some_and(|n| view.drains.contains(n));
         if is_current {
             current_left -= 1;
+        } else {
+            replacing -= 1;
         }
         stopping += 1;
         let reason = if why.is_empty() {
@@ -470,12 +473,6 @@ fn service(
     }
 
     // Starts, within the maximum.
-    let replacing = (replace.len() as u64).saturating_sub(
-        stops
-            .iter()
-            .filter(|(id, _)| replace.iter().any(|(t, _)| &t.id == id))
-            .count() as u64,
-    );
     let may_run = current_left + replacing + stopping;
     let wanted = desired.saturating_sub(current_left);
     let mut room = max_total.saturating_sub(may_run);

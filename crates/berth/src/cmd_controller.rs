@@ -93,7 +93,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         let began = tokio::time::Instant::now();
         let pass = async {
             mirror.catch_up(last_write).await?;
-            let now = now_ms();
+            let now = crate::cmd_cluster::now_ms();
             let plan = berth_cluster::reconcile::plan(
                 mirror.view(),
                 &settings,
@@ -118,10 +118,6 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     resign(leadership, &name).await
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(berth_engine::report::now_ms()).unwrap_or(0)
 }
 
 fn lost(name: &str) -> ExitCode {
