@@ -1,7 +1,7 @@
 //! The whole cluster as one value at one etcd revision: nodes, drain requests, tasks, statuses
 //! and services, decoded. [`crate::store::Cluster::view`] reads it (every prefix at the same
-//! revision, in pages); [`ClusterView::apply`] keeps it current from the events of one watch on
-//! `/berth/` (the controller's mirror, [`crate::controller::Mirror`]); the controller's pure decisions
+//! revision, in pages); [`ClusterView::put`] and [`ClusterView::delete`] keep it current, event by
+//! event, from one watch on `/berth/` (the controller's mirror, [`crate::controller::Mirror`]); the controller's pure decisions
 //! ([`crate::reconcile`]) and `berth cluster ps|nodes` read it.
 //!
 //! A value that does not decode is kept out of the view and listed in [`ClusterView::bad`] with

@@ -76,6 +76,8 @@ struct Shared {
 /// The running proxy. Dropping it stops the accept loop and removes nothing but its socket.
 pub struct EngineProxy {
     path: PathBuf,
+    /// The socket file this proxy bound, for its removal through berth-fs.
+    socket: Option<berth_fs::socket::SocketId>,
     shared: Arc<Shared>,
 }
 
@@ -93,6 +95,7 @@ impl EngineProxy {
         let path = dir.join("engine-proxy.sock");
         let listener = UnixListener::bind(&path)
             .unwrap_or_else(|e| panic!("engine proxy: cannot listen on {}: {e}", path.display()));
+        let socket = berth_fs::socket::identity(&path).ok();
         let shared = Arc::new(Shared {
             rules: Mutex::new(Vec::new()),
             upstream: upstream.to_path_buf(),
@@ -122,7 +125,11 @@ impl EngineProxy {
                 });
             }
         });
-        EngineProxy { path, shared }
+        EngineProxy {
+            path,
+            socket,
+            shared,
+        }
     }
 
     /// `unix://<socket>`, for `--docker-host` or `DOCKER_HOST`.
@@ -186,7 +193,9 @@ impl Drop for EngineProxy {
         self.shared.stop.store(true, Ordering::SeqCst);
         // Wake the accept loop so it sees `stop`.
         let _ = UnixStream::connect(&self.path);
-        let _ = std::fs::remove_file(&self.path);
+        if let Some(id) = self.socket {
+            let _ = berth_fs::socket::release(&self.path, id);
+        }
     }
 }
 
