@@ -8,7 +8,8 @@
 //! as a process; [`engine_proxy`], a proxy in front of the Engine that refuses or delays chosen
 //! calls; [`etcd`], a real etcd cluster of a test's own (members killed and restarted at will);
 //! [`tcp_proxy`], a loopback TCP proxy a test cuts and heals (a network partition between one
-//! process and etcd). The crate root has the Docker helpers.
+//! process and etcd); [`second_engine`], a disposable Docker Engine of a test's own, for what would
+//! leave the machine's Engine changed (a legacy volume plugin it would remember). The crate root has the Docker helpers.
 //!
 //! Run the tests through `scripts/test`: it makes sure an Engine answers, builds the offline test
 //! images (`scripts/setup-images`) and starts a throwaway registry on 127.0.0.1, and passes them to
@@ -37,6 +38,7 @@ pub mod engine_proxy;
 pub mod etcd;
 pub mod mount;
 pub mod ns;
+pub mod second_engine;
 pub mod tcp_proxy;
 pub mod volume_plugin;
 

@@ -106,8 +106,9 @@ impl Drop for Docker {
             run(&["rm", "-f", "-v", id]);
         }
         // Scenarios that pass remove their volumes themselves. Listing volumes asks every volume
-        // plugin dockerd remembers, seconds each for one that is gone (see
-        // crates/berth/tests/volume_plugin_docker.rs), so look only after a failure.
+        // plugin dockerd remembers, seconds each for one that is gone (berth's plugin suites
+        // use Engines of their own, but the machine's may remember another's), so look only
+        // after a failure.
         if std::thread::panicking() {
             for name in run(&["volume", "ls", "-q", "--filter", &filter]).lines() {
                 run(&["volume", "rm", "-f", name]);

@@ -76,7 +76,8 @@ fn a_slow_volume_inspect_succeeds_within_its_limit_and_past_it_says_slow_not_dow
             .output()
     };
     // The limit leaves room for the Engine's own slowness on top of the proxy's 3 s: with a
-    // legacy volume plugin registered and gone (other suites on this machine register one),
+    // legacy volume plugin registered and gone (berth's own suites register theirs with Engines
+    // of their own since issue 24, but a machine's Engine may remember one from elsewhere),
     // dockerd itself takes 15-45 s to say a volume is missing.
     let t = Instant::now();
     let out = run("2m", "ok.json");

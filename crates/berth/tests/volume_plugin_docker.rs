@@ -1,27 +1,27 @@
 //! `berth volume-plugin` as a process: with the real dockerd and docker CLI (the call sequences of
 //! section 3 of `shared/reference/docker-volume-plugin.md`), and a kill -9 storm with a Rust client.
 //!
-//! Each test runs its own plugin (the built `berth` binary), with its socket in
-//! /run/docker/plugins and everything else in a private temporary directory. Guards remove the
-//! containers, volumes, mounts and socket even when a test fails; the plugin is declared before the
-//! guards so that it outlives them (removing a volume calls the plugin).
+//! Each dockerd test runs its own plugin (the built `berth` binary) under a driver name of its own,
+//! with its socket in /run/docker/plugins and everything else in a private temporary directory,
+//! and its own disposable Docker Engine ([`SecondEngine`]): dockerd never forgets a legacy plugin
+//! it has used, and once the plugin is gone every `docker volume ls`, or removal of a volume it
+//! does not know, asks each remembered plugin — 15–30 s of connection retries per plugin. Pointed
+//! at an Engine of the test's own, the plugin is forgotten with that Engine, and the machine's
+//! Engine is left as it was found.
 //!
-//! One driver name, [`DRIVER`], serves every test, one test at a time (a mutex in this process, a
-//! `flock` across processes), rather than a fresh name per test: dockerd never forgets a legacy
-//! plugin it has used, and every later `docker volume ls`, or removal of a volume it does not know,
-//! asks each remembered plugin — about 15 s of connection retries per plugin that is gone. A fixed
-//! name leaves at most one such plugin behind per dockerd lifetime. For the same reason the volume
-//! guards are disarmed once a test has removed its volume itself.
+//! Declaration order is drop order reversed: the Engine first (stopped last), then the plugin,
+//! then the containers and volumes ([`Engine::create_volume`], [`Engine::run_container`] return
+//! guards that remove them from that Engine while the plugin still runs, even when a test fails).
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use berth_testkit::mount::{Scratch, is_mounted, mounts_under};
+use berth_testkit::second_engine::SecondEngine;
 use berth_testkit::volume_plugin::PluginProcess;
-use berth_testkit::{ContainerGuard, VolumeGuard, test_image, unique_name};
+use berth_testkit::{test_image, unique_name};
 use berth_volume::client::Client;
 
 const LOOP: &str = "trap 'exit 0' TERM; while true; do sleep 1; done";
@@ -37,126 +37,148 @@ fn spawn_plugin(socket: &Path, dir: &Path, helper: Option<&Path>) -> PluginProce
     PluginProcess::spawn(env!("CARGO_BIN_EXE_berth"), socket, dir, helper)
 }
 
-/// The driver name of every dockerd test (see the module documentation).
-const DRIVER: &str = "berth-vptest";
-
-/// Exclusive use of [`DRIVER`]: held for a whole test, released last.
-struct DriverLock {
-    _file: std::fs::File,
-    _guard: std::sync::MutexGuard<'static, ()>,
+/// A test's own Engine, with the test image, and the plugin driver name it will use.
+struct Engine {
+    engine: SecondEngine,
+    /// The driver name (`berth-vp-<hex>`), this test's alone.
+    drv: String,
+    /// Where the plugin listens for it: /run/docker/plugins/<driver>.sock.
+    socket: PathBuf,
 }
 
-/// Take [`DRIVER`] (waiting for other tests, here and in other processes); its socket path.
-fn driver() -> (DriverLock, String, PathBuf) {
-    static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let guard = IN_PROCESS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let dir = if Path::new("/run/lock").is_dir() {
-        "/run/lock"
-    } else {
-        "/tmp"
-    };
-    let file = std::fs::File::create(format!("{dir}/{DRIVER}.lock")).expect("lock file");
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
-    let socket = PathBuf::from(format!("/run/docker/plugins/{DRIVER}.sock"));
-    let lock = DriverLock {
-        _file: file,
-        _guard: guard,
-    };
-    (lock, DRIVER.to_owned(), socket)
-}
-
-fn docker(args: &[&str]) -> (bool, String) {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("docker CLI");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text.trim().to_owned())
-}
-
-fn docker_ok(args: &[&str]) -> String {
-    let (ok, text) = docker(args);
-    assert!(ok, "docker {args:?} failed: {text}");
-    text
-}
-
-fn create_volume(driver: &str, name: &str, opts: &[&str]) -> VolumeGuard {
-    let guard = VolumeGuard::new(name);
-    let mut args = vec!["volume", "create", "-d", driver, "--label", "berth.test=1"];
-    for o in opts {
-        args.push("-o");
-        args.push(o);
+/// Starts a test's Engine (see the module documentation).
+fn engine() -> Engine {
+    let engine = SecondEngine::start();
+    engine.load_image(&test_image());
+    let drv = unique_name("berth-vp-");
+    let socket = PathBuf::from(format!("/run/docker/plugins/{drv}.sock"));
+    Engine {
+        engine,
+        drv,
+        socket,
     }
-    args.push(name);
-    docker_ok(&args);
-    guard
 }
 
-fn run_container(name: &str, volume: &str) -> ContainerGuard {
-    let guard = ContainerGuard::new(name);
-    let mount = format!("{volume}:/data");
-    docker_ok(&[
-        "run",
-        "-d",
-        "--label",
-        "berth.test=1",
-        "--name",
-        name,
-        "-v",
-        &mount,
-        &test_image(),
-        "sh",
-        "-c",
-        LOOP,
-    ]);
-    guard
+/// Removes a container (`rm -f -v`) or a volume (`volume rm -f`) from the test's Engine on drop,
+/// unless disarmed.
+struct Removal<'a> {
+    engine: &'a SecondEngine,
+    args: Vec<String>,
+    armed: bool,
 }
 
-/// `docker volume inspect`'s Status.mounts.
-fn status_mounts(volume: &str) -> BTreeMap<String, u64> {
-    let text = docker_ok(&[
-        "volume",
-        "inspect",
-        "--format",
-        "{{json .Status.mounts}}",
-        volume,
-    ]);
-    serde_json::from_str(&text).unwrap_or_default()
+impl Removal<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Removal<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+            let _ = self.engine.docker(&args);
+        }
+    }
+}
+
+impl Engine {
+    fn docker(&self, args: &[&str]) -> (bool, String) {
+        self.engine.docker(args)
+    }
+
+    fn docker_ok(&self, args: &[&str]) -> String {
+        self.engine.docker_ok(args)
+    }
+
+    fn create_volume(&self, name: &str, opts: &[&str]) -> Removal<'_> {
+        let mut args = vec![
+            "volume",
+            "create",
+            "-d",
+            &self.drv,
+            "--label",
+            "berth.test=1",
+        ];
+        for o in opts {
+            args.push("-o");
+            args.push(o);
+        }
+        args.push(name);
+        let guard = Removal {
+            engine: &self.engine,
+            args: vec!["volume".into(), "rm".into(), "-f".into(), name.into()],
+            armed: true,
+        };
+        self.docker_ok(&args);
+        guard
+    }
+
+    fn run_container(&self, name: &str, volume: &str) -> Removal<'_> {
+        let guard = Removal {
+            engine: &self.engine,
+            args: vec!["rm".into(), "-f".into(), "-v".into(), name.into()],
+            armed: true,
+        };
+        let mount = format!("{volume}:/data");
+        self.docker_ok(&[
+            "run",
+            "-d",
+            "--label",
+            "berth.test=1",
+            "--name",
+            name,
+            "-v",
+            &mount,
+            &test_image(),
+            "sh",
+            "-c",
+            LOOP,
+        ]);
+        guard
+    }
+
+    /// `docker volume inspect`'s Status.mounts.
+    fn status_mounts(&self, volume: &str) -> BTreeMap<String, u64> {
+        let text = self.docker_ok(&[
+            "volume",
+            "inspect",
+            "--format",
+            "{{json .Status.mounts}}",
+            volume,
+        ]);
+        serde_json::from_str(&text).unwrap_or_default()
+    }
 }
 
 #[test]
 fn docker_cp_two_containers_stop_and_remove() {
     let scratch = new_scratch();
-    let (_driver, drv, socket) = driver();
+    let e = engine();
+    let socket = e.socket.clone();
     let _plugin = spawn_plugin(&socket, scratch.path(), None);
     let vol = unique_name("berth-vp-");
-    let v = create_volume(&drv, &vol, &["type=tmpfs", "o=size=8m"]);
+    let v = e.create_volume(&vol, &["type=tmpfs", "o=size=8m"]);
     let mp = scratch.path().join("volumes").join(&vol);
     let c1 = unique_name("berth-vp-c1-");
     let c2 = unique_name("berth-vp-c2-");
-    let _g1 = run_container(&c1, &vol);
+    let _g1 = e.run_container(&c1, &vol);
     assert!(is_mounted(&mp), "mounted for the running container");
 
     // docker cp into and out of the running container: same mount ID, counted, never unmounted.
     let host_in = scratch.path().join("in.txt");
     std::fs::write(&host_in, b"from host\n").unwrap();
-    docker_ok(&[
+    e.docker_ok(&[
         "cp",
         host_in.to_str().unwrap(),
         &format!("{c1}:/data/in.txt"),
     ]);
     assert!(is_mounted(&mp));
     assert_eq!(
-        docker_ok(&["exec", &c1, "cat", "/data/in.txt"]),
+        e.docker_ok(&["exec", &c1, "cat", "/data/in.txt"]),
         "from host"
     );
-    docker_ok(&[
+    e.docker_ok(&[
         "exec",
         &c1,
         "sh",
@@ -164,7 +186,7 @@ fn docker_cp_two_containers_stop_and_remove() {
         "echo from container > /data/out.txt",
     ]);
     let host_out = scratch.path().join("out.txt");
-    docker_ok(&[
+    e.docker_ok(&[
         "cp",
         &format!("{c1}:/data/out.txt"),
         host_out.to_str().unwrap(),
@@ -174,7 +196,7 @@ fn docker_cp_two_containers_stop_and_remove() {
         "from container\n"
     );
     assert!(is_mounted(&mp), "still mounted after both copies");
-    docker_ok(&[
+    e.docker_ok(&[
         "exec",
         &c1,
         "sh",
@@ -185,7 +207,7 @@ fn docker_cp_two_containers_stop_and_remove() {
         std::fs::read_to_string(mp.join("again")).unwrap(),
         "again\n"
     );
-    let counts = status_mounts(&vol);
+    let counts = e.status_mounts(&vol);
     assert_eq!(
         counts.values().copied().collect::<Vec<_>>(),
         vec![1],
@@ -193,20 +215,20 @@ fn docker_cp_two_containers_stop_and_remove() {
     );
 
     // Two containers: two IDs; stopping one keeps it mounted, stopping both unmounts.
-    let _g2 = run_container(&c2, &vol);
-    assert_eq!(status_mounts(&vol).len(), 2);
-    docker_ok(&["stop", "-t", "2", &c1]);
+    let _g2 = e.run_container(&c2, &vol);
+    assert_eq!(e.status_mounts(&vol).len(), 2);
+    e.docker_ok(&["stop", "-t", "2", &c1]);
     assert!(is_mounted(&mp), "c2 still uses it");
     assert_eq!(
-        docker_ok(&["exec", &c2, "cat", "/data/in.txt"]),
+        e.docker_ok(&["exec", &c2, "cat", "/data/in.txt"]),
         "from host"
     );
-    docker_ok(&["stop", "-t", "2", &c2]);
+    e.docker_ok(&["stop", "-t", "2", &c2]);
     assert!(!is_mounted(&mp), "unmounted after the last stop");
-    assert!(status_mounts(&vol).is_empty());
+    assert!(e.status_mounts(&vol).is_empty());
 
-    docker_ok(&["rm", &c1, &c2]);
-    docker_ok(&["volume", "rm", &vol]);
+    e.docker_ok(&["rm", &c1, &c2]);
+    e.docker_ok(&["volume", "rm", &vol]);
     v.disarm();
     assert!(!mp.exists(), "docker volume rm removes the mount point");
 }
@@ -236,19 +258,20 @@ impl Drop for StateDir {
 fn failed_mount_during_cp_keeps_the_running_containers_volume() {
     let scratch = new_scratch();
     let state = StateDir::new(&scratch.path().join("state"));
-    let (_driver, drv, socket) = driver();
+    let e = engine();
+    let socket = e.socket.clone();
     let plugin = spawn_plugin(&socket, scratch.path(), None);
     let vol = unique_name("berth-vp-");
-    let v = create_volume(&drv, &vol, &["type=tmpfs"]);
+    let v = e.create_volume(&vol, &["type=tmpfs"]);
     let mp = scratch.path().join("volumes").join(&vol);
     let c1 = unique_name("berth-vp-c1-");
-    let _g1 = run_container(&c1, &vol);
-    docker_ok(&["exec", &c1, "sh", "-c", "echo before > /data/before"]);
+    let _g1 = e.run_container(&c1, &vol);
+    e.docker_ok(&["exec", &c1, "sh", "-c", "echo before > /data/before"]);
 
     let host_in = scratch.path().join("in.txt");
     std::fs::write(&host_in, b"x").unwrap();
     state.read_only(true);
-    let (ok, text) = docker(&[
+    let (ok, text) = e.docker(&[
         "cp",
         host_in.to_str().unwrap(),
         &format!("{c1}:/data/in.txt"),
@@ -262,31 +285,37 @@ fn failed_mount_during_cp_keeps_the_running_containers_volume() {
         is_mounted(&mp),
         "the running container's volume must stay mounted"
     );
-    assert_eq!(docker_ok(&["exec", &c1, "cat", "/data/before"]), "before");
-    docker_ok(&["exec", &c1, "sh", "-c", "echo after > /data/after"]);
+    assert_eq!(e.docker_ok(&["exec", &c1, "cat", "/data/before"]), "before");
+    e.docker_ok(&["exec", &c1, "sh", "-c", "echo after > /data/after"]);
     assert_eq!(
         std::fs::read_to_string(mp.join("after")).unwrap(),
         "after\n"
     );
-    let counts = status_mounts(&vol);
+    let counts = e.status_mounts(&vol);
     assert_eq!(
         counts.values().sum::<u64>(),
         1,
         "only the container's reference: {counts:?}"
     );
 
-    docker_ok(&["stop", "-t", "2", &c1]);
+    e.docker_ok(&["stop", "-t", "2", &c1]);
     if is_mounted(&mp) {
         // dockerd sends no Unmount at stop after such a failure (moby 37834): the reference leaked,
         // which is what `release --unused` repairs.
-        let (ok, out) =
-            plugin.berth(&["release", "--socket", socket.to_str().unwrap(), "--unused"]);
+        let (ok, out) = plugin.berth(&[
+            "release",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--unused",
+            "--docker-host",
+            &e.engine.host(),
+        ]);
         assert!(ok, "{out}");
         assert!(out.contains("released 1 reference"), "{out}");
     }
     assert!(!is_mounted(&mp));
-    docker_ok(&["rm", &c1]);
-    docker_ok(&["volume", "rm", &vol]);
+    e.docker_ok(&["rm", &c1]);
+    e.docker_ok(&["volume", "rm", &vol]);
     v.disarm();
     drop(plugin);
 }
@@ -294,30 +323,31 @@ fn failed_mount_during_cp_keeps_the_running_containers_volume() {
 #[test]
 fn plugin_killed_and_restarted_while_a_container_runs() {
     let scratch = new_scratch();
-    let (_driver, drv, socket) = driver();
+    let e = engine();
+    let socket = e.socket.clone();
     let mut plugin = spawn_plugin(&socket, scratch.path(), None);
     let vol = unique_name("berth-vp-");
-    let v = create_volume(&drv, &vol, &["type=tmpfs"]);
+    let v = e.create_volume(&vol, &["type=tmpfs"]);
     let mp = scratch.path().join("volumes").join(&vol);
     let c1 = unique_name("berth-vp-c1-");
-    let _g1 = run_container(&c1, &vol);
-    docker_ok(&["exec", &c1, "sh", "-c", "echo kept > /data/f"]);
+    let _g1 = e.run_container(&c1, &vol);
+    e.docker_ok(&["exec", &c1, "sh", "-c", "echo kept > /data/f"]);
 
     plugin.kill9();
     assert!(is_mounted(&mp), "a dead plugin unmounts nothing");
     plugin.start();
     // dockerd asks the restarted plugin (Get): the volume survived. (Not `docker volume ls`,
     // which also asks every legacy plugin dockerd ever used, ~15 s for each one that is gone.)
-    let driver_name = docker_ok(&["volume", "inspect", "--format", "{{.Driver}}", &vol]);
-    assert_eq!(driver_name, drv);
+    let driver_name = e.docker_ok(&["volume", "inspect", "--format", "{{.Driver}}", &vol]);
+    assert_eq!(driver_name, e.drv);
     assert_eq!(
-        status_mounts(&vol).len(),
+        e.status_mounts(&vol).len(),
         1,
         "the reference survived the restart"
     );
     assert!(is_mounted(&mp));
-    assert_eq!(docker_ok(&["exec", &c1, "cat", "/data/f"]), "kept");
-    docker_ok(&["stop", "-t", "2", &c1]);
+    assert_eq!(e.docker_ok(&["exec", &c1, "cat", "/data/f"]), "kept");
+    e.docker_ok(&["stop", "-t", "2", &c1]);
     assert!(
         !is_mounted(&mp),
         "the restarted plugin unmounts at docker stop"
@@ -325,50 +355,61 @@ fn plugin_killed_and_restarted_while_a_container_runs() {
 
     // SIGTERM: exit 0, socket removed, nothing unmounted.
     let c2 = unique_name("berth-vp-c2-");
-    let _g2 = run_container(&c2, &vol);
+    let _g2 = e.run_container(&c2, &vol);
     assert_eq!(plugin.terminate().code(), Some(0));
     assert!(!socket.exists());
     assert!(is_mounted(&mp), "SIGTERM unmounts nothing");
     plugin.start();
-    docker_ok(&["rm", "-f", &c1, &c2]);
+    e.docker_ok(&["rm", "-f", &c1, &c2]);
     assert!(!is_mounted(&mp));
-    docker_ok(&["volume", "rm", &vol]);
+    e.docker_ok(&["volume", "rm", &vol]);
     v.disarm();
 }
 
 #[test]
 fn release_unused_repairs_a_leaked_reference() {
     let scratch = new_scratch();
-    let (_driver, drv, socket) = driver();
+    let e = engine();
+    let socket = e.socket.clone();
     let plugin = spawn_plugin(&socket, scratch.path(), None);
     let leaky = unique_name("berth-vp-");
     let busy = unique_name("berth-vp-");
-    let v1 = create_volume(&drv, &leaky, &["type=tmpfs"]);
-    let v2 = create_volume(&drv, &busy, &["type=tmpfs"]);
+    let v1 = e.create_volume(&leaky, &["type=tmpfs"]);
+    let v2 = e.create_volume(&busy, &["type=tmpfs"]);
     let leaky_mp = scratch.path().join("volumes").join(&leaky);
     let busy_mp = scratch.path().join("volumes").join(&busy);
     let c1 = unique_name("berth-vp-c1-");
     let c2 = unique_name("berth-vp-c2-");
-    let _g1 = run_container(&c1, &leaky);
-    let _g2 = run_container(&c2, &busy);
+    let _g1 = e.run_container(&c1, &leaky);
+    let _g2 = e.run_container(&c2, &busy);
 
     // A file held open on the host makes the Unmount at stop fail (EBUSY): dockerd never retries,
     // the reference leaks.
     let open = std::fs::File::create(leaky_mp.join("held-open")).unwrap();
-    docker_ok(&["stop", "-t", "2", &c1]);
+    e.docker_ok(&["stop", "-t", "2", &c1]);
     drop(open);
     assert!(is_mounted(&leaky_mp));
     assert_eq!(
-        status_mounts(&leaky).len(),
+        e.status_mounts(&leaky).len(),
         1,
         "the leaked reference is visible"
     );
 
     let s = socket.to_str().unwrap();
-    let (ok, out) = plugin.berth(&["release", "--socket", s, "--unused", "--dry-run"]);
+    // `release --unused` asks the Engine which containers run: this test's.
+    let host = e.engine.host();
+    let (ok, out) = plugin.berth(&[
+        "release",
+        "--socket",
+        s,
+        "--unused",
+        "--dry-run",
+        "--docker-host",
+        &host,
+    ]);
     assert!(ok && out.contains("would release 1 reference"), "{out}");
     assert!(is_mounted(&leaky_mp));
-    let (ok, out) = plugin.berth(&["release", "--socket", s, "--unused"]);
+    let (ok, out) = plugin.berth(&["release", "--socket", s, "--unused", "--docker-host", &host]);
     assert!(ok, "{out}");
     assert!(
         out.contains(&format!("volume {leaky}: released 1 reference")),
@@ -385,14 +426,14 @@ fn release_unused_repairs_a_leaked_reference() {
     );
 
     // `release NAME ID` by hand.
-    let id = status_mounts(&busy).into_keys().next().unwrap();
+    let id = e.status_mounts(&busy).into_keys().next().unwrap();
     let (ok, out) = plugin.berth(&["release", "--socket", s, &busy, &id]);
     assert!(
         ok && out.contains("no references remain: unmounted"),
         "{out}"
     );
-    docker_ok(&["rm", "-f", &c1, &c2]);
-    docker_ok(&["volume", "rm", &leaky, &busy]);
+    e.docker_ok(&["rm", "-f", &c1, &c2]);
+    e.docker_ok(&["volume", "rm", &leaky, &busy]);
     v1.disarm();
     v2.disarm();
 }
@@ -412,7 +453,8 @@ fn efs_volume_with_the_engines_options_goes_through_the_helper() {
         .write_all(script.as_bytes())
         .unwrap();
     std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let (_driver, drv, socket) = driver();
+    let e = engine();
+    let socket = e.socket.clone();
     let _plugin = spawn_plugin(&socket, scratch.path(), Some(&helper));
 
     // The options berth-engine builds for an efsVolumeConfiguration.
@@ -429,10 +471,10 @@ fn efs_volume_with_the_engines_options_goes_through_the_helper() {
         .collect();
     let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
     let vol = unique_name("berth-vp-");
-    let v = create_volume(&drv, &vol, &opts);
+    let v = e.create_volume(&vol, &opts);
     let mp = scratch.path().join("volumes").join(&vol);
     let c1 = unique_name("berth-vp-c1-");
-    let _g1 = run_container(&c1, &vol);
+    let _g1 = e.run_container(&c1, &vol);
     assert!(is_mounted(&mp));
     let argv: Vec<String> = std::fs::read_to_string(&log)
         .unwrap()
@@ -450,9 +492,9 @@ fn efs_volume_with_the_engines_options_goes_through_the_helper() {
             mp.to_str().unwrap()
         ]
     );
-    docker_ok(&["rm", "-f", &c1]);
+    e.docker_ok(&["rm", "-f", &c1]);
     assert!(!is_mounted(&mp));
-    docker_ok(&["volume", "rm", &vol]);
+    e.docker_ok(&["volume", "rm", &vol]);
     v.disarm();
 }
 
