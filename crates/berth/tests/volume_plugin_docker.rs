@@ -59,6 +59,26 @@ fn engine() -> Engine {
     }
 }
 
+/// The test's promise to the machine: its Engine never heard of this test's plugin (`docker info`
+/// lists every legacy volume plugin an Engine remembers).
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let out = std::process::Command::new("docker")
+            .args(["info", "--format", "{{json .Plugins.Volume}}"])
+            .output()
+            .expect("docker info");
+        let known: Vec<String> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert!(
+            !known.contains(&self.drv),
+            "the machine's Engine remembers the test's plugin {}: {known:?}",
+            self.drv
+        );
+    }
+}
+
 /// Removes a container (`rm -f -v`) or a volume (`volume rm -f`) from the test's Engine on drop,
 /// unless disarmed.
 struct Removal<'a> {
