@@ -120,6 +120,16 @@ impl Checker {
                                     quote(s)
                                 ),
                             );
+                        } else if let Some(c) = s.chars().find(|c| c.is_control()) {
+                            // It would reach logs and terminals raw (an escape sequence).
+                            self.error(
+                                p,
+                                format!(
+                                    "{} is not an image reference: it contains the control character U+{:04X}",
+                                    quote(s),
+                                    u32::from(c)
+                                ),
+                            );
                         }
                         def.image = s.to_owned();
                     }

@@ -2,7 +2,7 @@
 //! (one router; `awsfirelens` needs it; the output plugin named when options are given), as the
 //! ECS API and agent apply them. See [`crate::firelens`].
 
-use super::checker::{Checker, key_path};
+use super::checker::{Checker, index_path, key_path};
 use super::container::ContainerInfo;
 use super::json::{Json, quote};
 use super::rules::FIRELENS_CONFIGURATION;
@@ -12,6 +12,32 @@ use crate::firelens::{
     OPTION_INCLUDE_PATTERN, OPTIONS,
 };
 use crate::types::ContainerDefinition;
+
+/// Why a text cannot go into the router's generated configuration file: a control character
+/// (a line break above all) would end its line there and start another, so an option could add
+/// sections of its own (an `[OUTPUT]` to anywhere).
+fn control_message(text: &str) -> String {
+    let c = text.chars().find(|c| c.is_control()).unwrap_or('\0');
+    format!(
+        "{} cannot be written into the log router's configuration file: it contains the control character U+{:04X}; remove it",
+        quote(text),
+        u32::from(c)
+    )
+}
+
+/// The same for an option's name, which also ends at whitespace in that file.
+fn name_problem(name: &str) -> Option<String> {
+    if name.chars().any(char::is_control) {
+        Some(control_message(name))
+    } else if name.chars().any(char::is_whitespace) {
+        Some(format!(
+            "{} cannot be an option name in the log router's configuration file: it contains whitespace, which ends the name there; remove it",
+            quote(name)
+        ))
+    } else {
+        None
+    }
+}
 
 /// Go's `strconv.ParseBool`, which the ECS agent reads `enable-ecs-log-metadata` with.
 fn go_bool(s: &str) -> Option<bool> {
@@ -112,6 +138,11 @@ impl Checker {
                     );
                     None
                 }
+                Some(file) if file.chars().any(char::is_control) => {
+                    ok = false;
+                    self.error(&value_path, control_message(file));
+                    None
+                }
                 Some(file) if !file.starts_with('/') || file.chars().any(char::is_whitespace) => {
                     ok = false;
                     self.error(
@@ -175,7 +206,28 @@ impl Checker {
             if !firelens::uses_firelens(def) {
                 continue;
             }
-            let driver_path = key_path(&key_path(&info.path, "logConfiguration"), "logDriver");
+            let log_path = key_path(&info.path, "logConfiguration");
+            // Everything below is written into the router's configuration file, line by line.
+            for (name, value) in def.log_options() {
+                let option_path = key_path(&key_path(&log_path, "options"), &name);
+                if let Some(problem) = name_problem(&name) {
+                    self.error(&option_path, problem);
+                } else if value.chars().any(char::is_control) {
+                    self.error(&option_path, control_message(&value));
+                }
+            }
+            for (i, secret) in def.log_secret_options().iter().enumerate() {
+                if let Some(problem) = name_problem(&secret.name) {
+                    self.error(
+                        key_path(
+                            &index_path(&key_path(&log_path, "secretOptions"), i),
+                            "name",
+                        ),
+                        problem,
+                    );
+                }
+            }
+            let driver_path = key_path(&log_path, "logDriver");
             let Some((router_def, router_info)) = router else {
                 self.error(
                     driver_path,

@@ -1639,6 +1639,66 @@ fn firelens_router_and_app_are_read() {
     assert!(parse(&task(&c("web", r#""firelensConfiguration": null"#))).is_ok());
 }
 
+/// What lands in the router's generated configuration file cannot carry a line of its own: a
+/// line break in an option (issue 24) used to add a second `[OUTPUT]` section.
+#[test]
+fn firelens_text_without_control_characters() {
+    let app = |options: &str, secret: &str| {
+        format!(
+            "[{}, {}]",
+            c("router", ROUTER),
+            c(
+                "app",
+                &format!(
+                    r#""logConfiguration": {{"logDriver": "awsfirelens", "options": {options}, "secretOptions": [{secret}]}}"#
+                )
+            )
+        )
+    };
+    let doc =
+        |containers: String| format!(r#"{{"family": "f", "containerDefinitions": {containers}}}"#);
+    assert_eq!(
+        problems(&doc(app(
+            r#"{"Name": "stdout", "Match": "*\n[OUTPUT]\n    Name  http"}"#,
+            r#"{"name": "apikey", "valueFrom": "k"}"#
+        ))),
+        vec![
+            r#"containerDefinitions[1].logConfiguration.options.Match: "*\n[OUTPUT]\n    Name  http" cannot be written into the log router's configuration file: it contains the control character U+000A; remove it"#
+        ]
+    );
+    assert_eq!(
+        problems(&doc(app(
+            r#"{"Name": "stdout", "Log Level": "debug", "x\u001b": "y"}"#,
+            r#"{"name": "api\rkey", "valueFrom": "k"}"#
+        ))),
+        vec![
+            r#"containerDefinitions[1].logConfiguration.options["Log Level"]: "Log Level" cannot be an option name in the log router's configuration file: it contains whitespace, which ends the name there; remove it"#,
+            r#"containerDefinitions[1].logConfiguration.options["x\u{1b}"]: "x\u{1b}" cannot be written into the log router's configuration file: it contains the control character U+001B; remove it"#,
+            r#"containerDefinitions[1].logConfiguration.secretOptions[0].name: "api\rkey" cannot be written into the log router's configuration file: it contains the control character U+000D; remove it"#,
+        ]
+    );
+    assert_eq!(
+        one(&task(&c(
+            "r",
+            r#""firelensConfiguration": {"type": "fluentbit", "options": {"config-file-type": "file", "config-file-value": "/a\u0007.conf"}}"#,
+        ))),
+        r#"containerDefinitions[0].firelensConfiguration.options.config-file-value: "/a\u{7}.conf" cannot be written into the log router's configuration file: it contains the control character U+0007; remove it"#
+    );
+    // Ordinary options still pass.
+    valid(&doc(app(
+        r#"{"Name": "cloudwatch", "region": "eu-west-1", "log_group_name": "/ecs/app"}"#,
+        r#"{"name": "apikey", "valueFrom": "k"}"#,
+    )));
+}
+
+#[test]
+fn images_with_control_characters_are_refused() {
+    assert_eq!(
+        one(&task(r#"{"name": "web", "image": "busybox\u001b[2J"}"#)),
+        r#"containerDefinitions[0].image: "busybox\u{1b}[2J" is not an image reference: it contains the control character U+001B"#
+    );
+}
+
 #[test]
 fn firelens_rules() {
     let cases: &[(&str, String, &[&str])] = &[
