@@ -55,20 +55,6 @@ impl SecretArgs {
         }
         Ok(Arc::new(Providers(providers)))
     }
-
-    /// Their `--print-config` keys.
-    pub fn put_toml(&self, t: &mut toml::Table) {
-        if let Some(d) = &self.secrets_dir {
-            t.insert("secrets-dir".into(), d.display().to_string().into());
-        }
-        t.insert("secrets-from-env".into(), self.secrets_from_env.into());
-        if let Some(d) = &self.environment_files_dir {
-            t.insert(
-                "environment-files-dir".into(),
-                d.display().to_string().into(),
-            );
-        }
-    }
 }
 
 /// Warn when group or others have any access to `path` (mode bits 077).
