@@ -192,11 +192,17 @@ pub struct PullArgs {
     pub pull_behavior: Option<PullBehavior>,
 
     /// Pull every image of the task at start, in parallel, instead of each once its dependencies
-    /// allow its creation. Environment: BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT, or
-    /// ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT.
+    /// allow its creation (`=false` turns off what the file turned on). Environment:
+    /// BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT, or ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT.
     #[arg(
         long,
         env = "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
         add = Key::new().env(&[ECS_PULL_UPFRONT]).shown(|r| {
             Ok(Some(r.args::<PullArgs>()?.upfront().into()))
         })

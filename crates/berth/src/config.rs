@@ -26,7 +26,9 @@
 //! Adding an option: declare it with clap in the Args struct of the subcommands that take it (a
 //! shared struct such as `PullArgs` when `run` and the agent both take it). When clap holds its
 //! whole meaning, that is all: it is a key of the file, layered, and printed with its provenance.
-//! Otherwise add `add = crate::config::Key::new()…` to the same `#[arg(…)]`.
+//! Otherwise add `add = crate::config::Key::new()…` to the same `#[arg(…)]`. A new switch is
+//! declared like the others (`action = Set, num_args = 0..=1, require_equals, default_missing_value
+//! = "true"`), so `--switch=false` turns off what the file turned on.
 //!
 //! Why clap's reflection rather than a layering crate such as figment: the file is layered by
 //! turning its keys into flags before clap parses, so every value goes through its option's own
@@ -48,9 +50,9 @@
 //! that does not apply to this subcommand is ignored there (`metadata-addr` means nothing to
 //! `berth gc`). A subcommand that takes no key reads the file only when `--config` names it.
 //!
-//! Limits: a boolean key can only be switched on by the file (`false` injects nothing, and no flag
-//! switches it off again); a value that clap rejects is reported by clap under the flag's name.
-//! Only long options take keys; the
+//! Limits: a value that clap rejects is reported by clap under the flag's name. A switch that ECS's
+//! variable turns on (`ECS_ENABLE_CONTAINER_METADATA=true`) stays on whatever the flag says (berth's
+//! code ORs the two; `--print-config` then names the variable). Only long options take keys; the
 //! subcommand walk skips a long option's separate value but not a short option's (none of berth's
 //! short options takes a value).
 
@@ -164,7 +166,7 @@ impl CommandLineOnly {
 enum Kind {
     /// A string or an integer, passed as `--flag=VALUE`.
     Value,
-    /// A boolean switch: `true` passes `--flag`, `false` nothing.
+    /// A boolean switch: `true` passes `--flag`, `false` `--flag=false`.
     Switch,
     /// A list of strings (or one string), passed as `--flag=["a","b"]` (JSON, ECS's syntax).
     List,
@@ -474,7 +476,7 @@ fn values(def: &Def, value: &toml::Value) -> Result<Vec<Option<String>>, String>
     let name = &def.name;
     match (def.kind, value) {
         (Kind::Switch, toml::Value::Boolean(true)) => Ok(vec![None]),
-        (Kind::Switch, toml::Value::Boolean(false)) => Ok(Vec::new()),
+        (Kind::Switch, toml::Value::Boolean(false)) => Ok(vec![Some("false".into())]),
         (Kind::Switch, other) => Err(format!(
             " must be a boolean (true or false), found {}",
             other.type_str()
@@ -1512,6 +1514,75 @@ mod tests {
     }
 
     #[test]
+    fn a_switch_the_file_turns_on_a_flag_turns_off() {
+        let file = "pull-dependent-upfront = true\ncontainer-metadata = true\nsecrets-from-env = true\nimage-cleanup-untracked = true\ndisable-image-cleanup = true\n";
+        let on = agent(layered(&["berth", "agent"], file, &[]).expect("layered"));
+        assert!(on.pull.pull_dependent_upfront && on.container_metadata.container_metadata);
+        assert!(on.secrets.secrets_from_env);
+        assert!(on.image_gc.image_cleanup_untracked && on.image_gc.disable_image_cleanup);
+        let off = agent(
+            layered(
+                &[
+                    "berth",
+                    "agent",
+                    "--pull-dependent-upfront=false",
+                    "--container-metadata=false",
+                    "--secrets-from-env=false",
+                    "--image-cleanup-untracked=false",
+                    "--disable-image-cleanup=false",
+                ],
+                file,
+                &[],
+            )
+            .expect("layered"),
+        );
+        assert!(!off.pull.pull_dependent_upfront && !off.container_metadata.container_metadata);
+        assert!(!off.secrets.secrets_from_env);
+        assert!(!off.image_gc.image_cleanup_untracked && !off.image_gc.disable_image_cleanup);
+        // `false` in the file is passed as such; a bare flag and `=true` switch on.
+        let argv =
+            layered(&["berth", "agent"], "secrets-from-env = false\n", &[]).expect("layered");
+        assert_eq!(strs(&argv), ["berth", "agent", "--secrets-from-env=false"]);
+        assert!(!agent(argv).secrets.secrets_from_env);
+        for flag in ["--secrets-from-env", "--secrets-from-env=true"] {
+            assert!(
+                agent(os(&["berth", "agent", flag]))
+                    .secrets
+                    .secrets_from_env
+            );
+        }
+        // The value needs `=`: the word after a switch is still the task definition.
+        match crate::Cli::try_parse_from(["berth", "run", "--pull-dependent-upfront", "t.json"])
+            .map(|c| c.command)
+        {
+            Ok(crate::Command::Run(r)) => {
+                assert!(r.pull.pull_dependent_upfront);
+                assert_eq!(r.file, Some(PathBuf::from("t.json")));
+            }
+            other => panic!("not run: {other:?}"),
+        }
+        let err = crate::Cli::try_parse_from(["berth", "agent", "--secrets-from-env=maybe"])
+            .expect_err("not a boolean");
+        assert!(err.to_string().contains("--secrets-from-env"), "{err}");
+    }
+
+    #[test]
+    fn every_switch_key_takes_an_explicit_off() {
+        let root = crate::Cli::command();
+        let agent_cmd = root.find_subcommand("agent").expect("agent");
+        let switches: Vec<String> = taken_by(agent_cmd, &catalog(&root))
+            .into_iter()
+            .filter(|(_, arg)| kind_of(arg, &key_of(arg)) == Kind::Switch)
+            .filter_map(|(_, arg)| arg.get_long().map(str::to_owned))
+            .collect();
+        assert_eq!(switches.len(), 5, "{switches:?}");
+        for long in switches {
+            let argv = ["berth".into(), "agent".into(), format!("--{long}=false")];
+            crate::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("--{long}=false: {e}"));
+        }
+    }
+
+    #[test]
     fn cluster_commands_and_the_controller_take_the_files_etcd() {
         let file = "etcd = \"http://file:2379\"\ncleanup-wait = \"1m\"\n";
         let cases: &[(&[&str], &[&str])] = &[
@@ -1652,6 +1723,7 @@ mod tests {
                 "--config",
                 "/x/b.toml",
                 "--pull-attempts=4",
+                "--container-metadata=false",
             ],
             file,
         );
@@ -1665,7 +1737,7 @@ mod tests {
             "pull-attempts = 4  # flag --pull-attempts\n",
             "region = \"us-east-2\"  # environment BERTH_REGION\n",
             "pull-behavior = \"once\"  # environment ECS_IMAGE_PULL_BEHAVIOR\n",
-            "container-metadata = true  # file /x/b.toml\n",
+            "container-metadata = false  # flag --container-metadata\n",
             "node-attributes = { zone = \"a\" }  # file /x/b.toml\n",
             "pull-timeout = \"2h\"  # default\n",
             "data-dir = \"",

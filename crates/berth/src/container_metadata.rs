@@ -17,10 +17,17 @@ use std::net::Ipv4Addr;
 pub struct ContainerMetadataArgs {
     /// Give every container a metadata file (ECS's container metadata file: JSON, mounted under
     /// /opt/ecs/metadata/, its path in ECS_CONTAINER_METADATA_FILE; READY once the container
-    /// runs). Environment: BERTH_ENABLE_CONTAINER_METADATA, or ECS_ENABLE_CONTAINER_METADATA.
+    /// runs; `=false` turns off what the file turned on). Environment:
+    /// BERTH_ENABLE_CONTAINER_METADATA, or ECS_ENABLE_CONTAINER_METADATA.
     #[arg(
         long,
         env = "BERTH_ENABLE_CONTAINER_METADATA",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
         add = crate::config::Key::new().env(&[ECS_ENABLE]).shown(|r| {
             Ok(Some(r.args::<ContainerMetadataArgs>()?.enabled().into()))
         })

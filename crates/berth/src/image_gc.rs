@@ -63,10 +63,17 @@ const DEFAULT_PER_CYCLE: usize = 5;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ImageGcArgs {
     /// Turn automatic image cleanup off (the cycle and the disk trigger; `berth images prune`
-    /// still works). Environment: BERTH_DISABLE_IMAGE_CLEANUP, or ECS's ECS_DISABLE_IMAGE_CLEANUP.
+    /// still works; `=false` turns it back on after the file). Environment:
+    /// BERTH_DISABLE_IMAGE_CLEANUP, or ECS's ECS_DISABLE_IMAGE_CLEANUP.
     #[arg(
         long,
         env = "BERTH_DISABLE_IMAGE_CLEANUP",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
         add = Key::new().env(&[ECS_DISABLE]).shown(|r| Ok(Some((!shown(r)?.enabled).into())))
     )]
     pub disable_image_cleanup: bool,
@@ -125,11 +132,17 @@ pub struct ImageGcArgs {
     pub image_cleanup_exclude: Option<ImageList>,
 
     /// Also remove images berth never pulled nor used (after its own, smallest first, aged by
-    /// their creation). Environment: BERTH_IMAGE_CLEANUP_UNTRACKED, or ECS's
-    /// ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP.
+    /// their creation; `=false` turns off what the file turned on). Environment:
+    /// BERTH_IMAGE_CLEANUP_UNTRACKED, or ECS's ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP.
     #[arg(
         long,
         env = "BERTH_IMAGE_CLEANUP_UNTRACKED",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
         add = Key::new().env(&[ECS_UNTRACKED]).shown(|r| Ok(Some(shown(r)?.settings.untracked.into())))
     )]
     pub image_cleanup_untracked: bool,

@@ -34,7 +34,7 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "berth", version, about, long_about = None, propagate_version = true, args_override_self = true)]
 #[command(
-    after_help = "Examples:\n  berth run examples/web-app.json\n  berth validate examples/web-app.json\n  berth validate examples/web-app.json --graph text\n  berth completions bash > /etc/bash_completion.d/berth\n\nConfiguration: every subcommand reads the TOML file --config (default /etc/berth/berth.toml)\nand takes the keys that apply to it; environment variables override the file, flags override\nboth. `berth agent|run|gc --print-config` prints what results and where each value came\nfrom. See docs/agent.md."
+    after_help = "Examples:\n  berth run examples/web-app.json\n  berth validate examples/web-app.json\n  berth validate examples/web-app.json --graph text\n  berth completions bash > /etc/bash_completion.d/berth\n\nConfiguration: every subcommand reads the TOML file --config (default /etc/berth/berth.toml)\nand takes the keys that apply to it; environment variables override the file, flags override\nboth (a switch takes --switch=false). `berth agent|run|gc --print-config` prints what results\nand where each value came from. See docs/agent.md."
 )]
 struct Cli {
     /// A TOML file of options, keys the agent's long option names (e.g. cleanup-wait = "10m").
