@@ -23,6 +23,7 @@ pub(crate) mod introspection;
 pub(crate) mod node;
 
 use crate::cmd_run::PullArgs;
+use crate::config::Key;
 use crate::datadir::{DataDirLock, LockError};
 use crate::metrics::Timed;
 use anyhow::Context as _;
@@ -51,13 +52,19 @@ pub struct Args {
     #[arg(skip)]
     pub config: PathBuf,
 
-    /// Print the effective configuration (file, then environment, then flags) as TOML and exit.
-    #[arg(long)]
+    /// Print the effective configuration (file, then environment, then flags) as TOML, each value
+    /// followed by a comment naming the layer that set it, and exit.
+    #[arg(long, add = Key::command_line_only())]
     pub print_config: bool,
 
     /// Where the agent keeps its state store and task directories.
     /// Default: /var/lib/berth as root, else $XDG_STATE_HOME/berth.
-    #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "BERTH_DATA_DIR",
+        value_name = "DIR",
+        add = Key::new().shown(crate::cmd_run::shown_data_dir)
+    )]
     pub data_dir: Option<PathBuf>,
 
     /// The control API's Unix socket (mode 0600: whoever can write it controls the agent).
@@ -65,13 +72,21 @@ pub struct Args {
     pub api_socket: PathBuf,
 
     /// The Docker Engine to use. Default: DOCKER_HOST, else the local socket.
-    #[arg(long, value_name = "URI")]
+    #[arg(long, value_name = "URI", add = Key::new().env(&["DOCKER_HOST"]))]
     pub docker_host: Option<String>,
 
     /// How long a stopped task's containers and directory are kept (to read logs and exit codes)
     /// before cleanup, e.g. `3h`, `10m`, `0s`. Environment: BERTH_CLEANUP_WAIT, or ECS's
     /// ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION.
-    #[arg(long, env = "BERTH_CLEANUP_WAIT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        env = "BERTH_CLEANUP_WAIT",
+        value_name = "DURATION",
+        value_parser = humantime::parse_duration,
+        add = Key::new().env(&[ECS_CLEANUP_WAIT]).shown(|r| {
+            Ok(Some(crate::config::duration(cleanup_wait(r.value().copied())?)))
+        })
+    )]
     pub cleanup_wait: Option<Duration>,
 
     /// The Docker volume driver name of berth's volume plugin (for efsVolumeConfiguration).
@@ -102,7 +117,8 @@ pub struct Args {
         long,
         env = "BERTH_INTROSPECTION_ADDR",
         value_name = "ADDR|off",
-        default_value = introspection::DEFAULT_ADDR
+        default_value = introspection::DEFAULT_ADDR,
+        add = Key::new().shown(crate::config::display::<introspection::IntrospectionAddr>)
     )]
     pub introspection_addr: introspection::IntrospectionAddr,
 
@@ -114,7 +130,12 @@ pub struct Args {
 
     /// Metadata requests allowed per container: N per second with bursts of BURST (ECS: 40/60);
     /// 0 = no limit.
-    #[arg(long, value_name = "N/BURST", default_value = "40/60")]
+    #[arg(
+        long,
+        value_name = "N/BURST",
+        default_value = "40/60",
+        add = Key::new().shown(crate::config::display::<berth_api::metadata::RateLimit>)
+    )]
     pub metadata_rate_limit: berth_api::metadata::RateLimit,
 
     /// Log format on standard error: `text` for people, `json` for log collectors.
@@ -144,6 +165,30 @@ pub struct Args {
 
     #[command(flatten)]
     pub node: node::NodeArgs,
+}
+
+/// ECS's name for the cleanup wait (BERTH_CLEANUP_WAIT is clap's).
+const ECS_CLEANUP_WAIT: &str = "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION";
+
+/// The cleanup wait: `flag` (the flag, the file or BERTH_CLEANUP_WAIT, via clap), else ECS's
+/// ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION, else 3 h (ECS's default).
+fn cleanup_wait(flag: Option<Duration>) -> anyhow::Result<Duration> {
+    if let Some(d) = flag {
+        return Ok(d);
+    }
+    match std::env::var(ECS_CLEANUP_WAIT) {
+        Ok(v) if !v.is_empty() => {
+            humantime::parse_duration(&v).with_context(|| format!("{ECS_CLEANUP_WAIT}={v}"))
+        }
+        _ => Ok(Duration::from_secs(3 * 3600)),
+    }
+}
+
+impl Args {
+    /// The cleanup wait (see [`cleanup_wait`]).
+    pub fn cleanup_wait(&self) -> anyhow::Result<Duration> {
+        cleanup_wait(self.cleanup_wait)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -532,10 +577,6 @@ async fn start_metadata(
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.print_config {
-        print!("{}", crate::config::agent_toml(&args)?);
-        return Ok(ExitCode::SUCCESS);
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -20,13 +20,22 @@ use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// The options every client command takes (global, so `berth images prune` takes them too); the
+/// configuration file's `api-socket` is their `--agent`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct AgentArgs {
     /// The agent's control socket.
-    #[arg(long, env = "BERTH_API_SOCKET", value_name = "SOCKET", default_value = crate::agent::DEFAULT_API_SOCKET)]
+    #[arg(
+        long,
+        global = true,
+        env = "BERTH_API_SOCKET",
+        value_name = "SOCKET",
+        default_value = crate::agent::DEFAULT_API_SOCKET,
+        add = crate::config::Key::new().named("api-socket")
+    )]
     pub agent: PathBuf,
     /// `text` for people (tables), `json` for tools.
-    #[arg(long, value_enum, default_value_t = Output::Text)]
+    #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
     pub output: Output,
 }
 
@@ -105,19 +114,8 @@ pub enum ClientCommand {
         #[command(subcommand)]
         action: Option<ImagesAction>,
         #[command(flatten)]
-        agent: GlobalAgentArgs,
+        agent: AgentArgs,
     },
-}
-
-/// [`AgentArgs`] that `berth images prune` takes too.
-#[derive(clap::Args, Debug, Clone)]
-pub struct GlobalAgentArgs {
-    /// The agent's control socket.
-    #[arg(long, global = true, env = "BERTH_API_SOCKET", value_name = "SOCKET", default_value = crate::agent::DEFAULT_API_SOCKET)]
-    pub agent: PathBuf,
-    /// `text` for people (tables), `json` for tools.
-    #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
-    pub output: Output,
 }
 
 #[derive(clap::Subcommand, Debug)]

@@ -53,7 +53,8 @@ pub struct Args {
     pub docker_host: Option<String>,
 
     /// Print the configuration gc would use (file, then environment, then flags: data-dir,
-    /// docker-host) as TOML and exit.
+    /// docker-host) as TOML, each value followed by a comment naming the layer that set it, and
+    /// exit.
     #[arg(long)]
     pub print_config: bool,
 }
@@ -123,10 +124,6 @@ fn is_task_id(name: &str) -> bool {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.print_config {
-        print!("{}", crate::config::gc_toml(&args)?);
-        return Ok(ExitCode::SUCCESS);
-    }
     let data_dir = args
         .data_dir
         .clone()

@@ -7,6 +7,7 @@
 //! essential container whose exit stopped the task. First SIGINT/SIGTERM stops the task cleanly, a
 //! second one kills its containers.
 
+use crate::config::Key;
 use crate::output::{self, Output};
 use anyhow::Context;
 use berth_engine::report::{self, Report, now_ms};
@@ -22,6 +23,7 @@ pub const EXIT_NOT_RUN: u8 = 125;
 
 #[derive(clap::Args, Debug)]
 #[command(
+    add = crate::config::CommandLineOnly::of::<MetadataArgs>(),
     after_help = "Examples:\n  berth run examples/web-app.json\n  berth run --output json --keep examples/minimal.json\n\nExit status: 65 invalid definition; 125 the task stopped before its essential containers ran\n(pull, create, start or dependency failure); otherwise the exit code of the essential container\nwhose exit stopped the task."
 )]
 pub struct Args {
@@ -32,8 +34,9 @@ pub struct Args {
 
     /// Print the configuration this run would use (file, then environment, then flags: data-dir,
     /// docker-host, docker-timeout, docker-volume-timeout, volume-plugin, pull-*, pause-image, the log drivers, secrets-dir, secrets-from-env,
-    /// environment-files-dir, registry logins except the engine auth data) as TOML and exit; FILE is
-    /// not needed.
+    /// environment-files-dir, registry logins except the engine auth data, container metadata) as
+    /// TOML, each value followed by a comment naming the layer that set it, and exit; FILE is not
+    /// needed.
     #[arg(long)]
     pub print_config: bool,
 
@@ -85,7 +88,8 @@ pub struct Args {
     pub tags: crate::tags::TaskTagArgs,
 }
 
-/// Task metadata endpoint options (see docs/metadata.md).
+/// Task metadata endpoint options (see docs/metadata.md): `berth run` takes them from its command
+/// line only (the agent's keys of the same names configure the agent's own endpoint).
 #[derive(clap::Args, Debug, Clone)]
 pub struct MetadataArgs {
     /// Serve the task metadata endpoint (ECS v4, and v3) on this address, e.g. 127.0.0.1:51679
@@ -176,13 +180,33 @@ pub struct PullArgs {
     /// `always` (always pull; on failure the task stops), `once` (pull unless this agent pulled the
     /// image before; on failure the task stops), `prefer-cached` (pull only when not present
     /// locally). Environment: BERTH_IMAGE_PULL_BEHAVIOR, or ECS_IMAGE_PULL_BEHAVIOR.
-    #[arg(long, value_name = "BEHAVIOR", env = "BERTH_IMAGE_PULL_BEHAVIOR", value_parser = parse_behavior)]
+    #[arg(
+        long,
+        value_name = "BEHAVIOR",
+        env = "BERTH_IMAGE_PULL_BEHAVIOR",
+        value_parser = parse_behavior,
+        add = Key::new().env(&[ECS_PULL_BEHAVIOR]).shown(|r| {
+            Ok(Some(r.args::<PullArgs>()?.behavior()?.as_str().into()))
+        })
+    )]
     pub pull_behavior: Option<PullBehavior>,
 
     /// Pull every image of the task at start, in parallel, instead of each once its dependencies
-    /// allow its creation. Environment: BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT, or
-    /// ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT.
-    #[arg(long, env = "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT")]
+    /// allow its creation (`=false` turns off what the file turned on). Environment:
+    /// BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT, or ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT.
+    #[arg(
+        long,
+        env = "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
+        add = Key::new().env(&[ECS_PULL_UPFRONT]).shown(|r| {
+            Ok(Some(r.args::<PullArgs>()?.upfront().into()))
+        })
+    )]
     pub pull_dependent_upfront: bool,
 
     /// Give up a pull (all retries included) after this long, e.g. `2h`, `30m`.
@@ -207,6 +231,10 @@ pub struct PullArgs {
     pub pause_image: Option<String>,
 }
 
+/// ECS's names for the pull options (the BERTH_ ones are clap's).
+const ECS_PULL_BEHAVIOR: &str = "ECS_IMAGE_PULL_BEHAVIOR";
+const ECS_PULL_UPFRONT: &str = "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT";
+
 fn parse_behavior(s: &str) -> Result<PullBehavior, String> {
     s.parse()
 }
@@ -222,22 +250,18 @@ fn truthy(v: &str) -> bool {
 impl PullArgs {
     /// The pull behaviour: the flag, else BERTH_IMAGE_PULL_BEHAVIOR (via clap), else the ECS name.
     pub fn behavior(&self) -> anyhow::Result<PullBehavior> {
-        match (
-            &self.pull_behavior,
-            std::env::var("ECS_IMAGE_PULL_BEHAVIOR"),
-        ) {
+        match (&self.pull_behavior, std::env::var(ECS_PULL_BEHAVIOR)) {
             (Some(b), _) => Ok(*b),
             (None, Ok(v)) if !v.is_empty() => v
                 .parse()
-                .map_err(|e| anyhow::anyhow!("ECS_IMAGE_PULL_BEHAVIOR: {e}")),
+                .map_err(|e| anyhow::anyhow!("{ECS_PULL_BEHAVIOR}: {e}")),
             _ => Ok(PullBehavior::Default),
         }
     }
 
     /// Pull up front: the flag or BERTH_ variable (via clap), else the ECS name.
     pub fn upfront(&self) -> bool {
-        self.pull_dependent_upfront
-            || std::env::var("ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT").is_ok_and(|v| truthy(&v))
+        self.pull_dependent_upfront || std::env::var(ECS_PULL_UPFRONT).is_ok_and(|v| truthy(&v))
     }
 
     /// The Docker runtime's pull settings (its other limits unchanged).
@@ -266,12 +290,17 @@ pub fn default_data_dir() -> PathBuf {
     }
 }
 
+/// `--print-config`'s data-dir: the option, else the default.
+pub fn shown_data_dir(r: &crate::config::Resolved<'_>) -> anyhow::Result<Option<toml::Value>> {
+    let dir = r
+        .value::<PathBuf>()
+        .cloned()
+        .unwrap_or_else(default_data_dir);
+    Ok(Some(dir.display().to_string().into()))
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.print_config {
-        print!("{}", crate::config::run_toml(&args)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    // clap requires FILE unless --print-config is given.
+    // clap requires FILE unless --print-config is given (main prints the configuration).
     let Some(file) = &args.file else {
         anyhow::bail!("a task definition FILE is required");
     };

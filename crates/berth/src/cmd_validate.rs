@@ -8,8 +8,10 @@ use std::io::{self, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Arguments of `berth validate`.
+/// Arguments of `berth validate`: it takes the log driver keys from the configuration file, its
+/// secret checks from its command line only (the file's secret keys are the agent's and `run`'s).
 #[derive(clap::Args, Debug)]
+#[command(add = crate::config::CommandLineOnly::of::<crate::secrets::SecretArgs>())]
 #[command(after_help = "\
 Output:
   valid       a one-line summary on standard output (or the graph, with --graph);

@@ -17,8 +17,21 @@ use std::net::Ipv4Addr;
 pub struct ContainerMetadataArgs {
     /// Give every container a metadata file (ECS's container metadata file: JSON, mounted under
     /// /opt/ecs/metadata/, its path in ECS_CONTAINER_METADATA_FILE; READY once the container
-    /// runs). Environment: BERTH_ENABLE_CONTAINER_METADATA, or ECS_ENABLE_CONTAINER_METADATA.
-    #[arg(long, env = "BERTH_ENABLE_CONTAINER_METADATA")]
+    /// runs; `=false` turns off what the file turned on). Environment:
+    /// BERTH_ENABLE_CONTAINER_METADATA, or ECS_ENABLE_CONTAINER_METADATA.
+    #[arg(
+        long,
+        env = "BERTH_ENABLE_CONTAINER_METADATA",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
+        add = crate::config::Key::new().env(&[ECS_ENABLE]).shown(|r| {
+            Ok(Some(r.args::<ContainerMetadataArgs>()?.enabled().into()))
+        })
+    )]
     pub container_metadata: bool,
 
     /// The file's HostPrivateIPv4Address. Default: the host's source address for outside
@@ -32,12 +45,8 @@ pub struct ContainerMetadataArgs {
     pub host_public_ipv4_address: Option<Ipv4Addr>,
 }
 
-/// The config-file keys of [`ContainerMetadataArgs`] (each its long option's name).
-pub const KEYS: [(&str, &str); 3] = [
-    ("container-metadata", "container-metadata"),
-    ("host-private-ipv4-address", "host-private-ipv4-address"),
-    ("host-public-ipv4-address", "host-public-ipv4-address"),
-];
+/// ECS's name for `--container-metadata` (BERTH_ENABLE_CONTAINER_METADATA is clap's).
+const ECS_ENABLE: &str = "ECS_ENABLE_CONTAINER_METADATA";
 
 /// True for the values ECS's agent takes as "true" for a boolean variable (Go's
 /// `strconv.ParseBool`: 1, t, T, TRUE, true, True).
@@ -48,8 +57,7 @@ fn ecs_true(v: &str) -> bool {
 impl ContainerMetadataArgs {
     /// On: the flag or BERTH_ENABLE_CONTAINER_METADATA (via clap), else ECS's name.
     pub fn enabled(&self) -> bool {
-        self.container_metadata
-            || std::env::var("ECS_ENABLE_CONTAINER_METADATA").is_ok_and(|v| ecs_true(&v))
+        self.container_metadata || std::env::var(ECS_ENABLE).is_ok_and(|v| ecs_true(&v))
     }
 
     /// The engine's settings when the file is on; None when it is off.
@@ -70,17 +78,6 @@ impl ContainerMetadataArgs {
             host_private_ipv4: private.map(|a| a.to_string()),
             host_public_ipv4: self.host_public_ipv4_address.map(|a| a.to_string()),
         })
-    }
-
-    /// The options as config-file keys (`--print-config`).
-    pub fn put(&self, t: &mut toml::Table) {
-        t.insert("container-metadata".into(), self.enabled().into());
-        if let Some(a) = self.host_private_ipv4_address {
-            t.insert("host-private-ipv4-address".into(), a.to_string().into());
-        }
-        if let Some(a) = self.host_public_ipv4_address {
-            t.insert("host-public-ipv4-address".into(), a.to_string().into());
-        }
     }
 }
 

@@ -22,12 +22,6 @@ pub struct DockerTimeoutArgs {
     pub docker_volume_timeout: Duration,
 }
 
-/// The config-file keys of [`DockerTimeoutArgs`] (each its long option's name).
-pub const KEYS: [(&str, &str); 2] = [
-    ("docker-timeout", "docker-timeout"),
-    ("docker-volume-timeout", "docker-volume-timeout"),
-];
-
 /// A duration above zero (`0s` would fail every call at once).
 fn above_zero(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s)
@@ -45,16 +39,6 @@ impl DockerTimeoutArgs {
         t.call = self.docker_timeout;
         t.volume = self.docker_volume_timeout;
         rt.with_timeouts(t)
-    }
-
-    /// The keys for `--print-config`.
-    pub fn put(&self, t: &mut toml::Table) {
-        for (key, d) in [
-            (KEYS[0].0, self.docker_timeout),
-            (KEYS[1].0, self.docker_volume_timeout),
-        ] {
-            t.insert(key.into(), humantime::format_duration(d).to_string().into());
-        }
     }
 }
 

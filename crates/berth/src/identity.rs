@@ -33,15 +33,6 @@ pub struct IdentityArgs {
     pub availability_zone: Option<String>,
 }
 
-/// The config-file keys of [`IdentityArgs`] (each its long option's name).
-pub const KEYS: [(&str, &str); 5] = [
-    ("cluster", "cluster"),
-    ("region", "region"),
-    ("account-id", "account-id"),
-    ("partition", "partition"),
-    ("availability-zone", "availability-zone"),
-];
-
 impl IdentityArgs {
     /// The identity of an agent (or `berth run`) with data directory `data_dir`, or every bad
     /// option in one error.
@@ -78,17 +69,6 @@ impl IdentityArgs {
             Ok(id)
         } else {
             anyhow::bail!("{}", problems.join("; "))
-        }
-    }
-
-    /// The options as config-file keys (`--print-config`).
-    pub fn put(&self, t: &mut toml::Table) {
-        t.insert("cluster".into(), self.cluster.clone().into());
-        t.insert("region".into(), self.region.clone().into());
-        t.insert("account-id".into(), self.account_id.clone().into());
-        t.insert("partition".into(), self.partition.clone().into());
-        if let Some(z) = &self.availability_zone {
-            t.insert("availability-zone".into(), z.clone().into());
         }
     }
 }

@@ -38,6 +38,7 @@
 //! set, the disk trigger reads usage from it at each check instead of `statvfs` (tests cannot fill
 //! the shared Engine's disk). Nothing else reads it.
 
+use crate::config::{Key, Resolved, duration, strings};
 use crate::metrics::{Metrics, Timed};
 use anyhow::{Context as _, bail};
 use berth_docker::DockerRuntime;
@@ -45,7 +46,9 @@ use berth_engine::image_gc::{self, Decision, Mode, Plan, Settings};
 use berth_engine::image_use::ImageLeases;
 use berth_engine::report::{Report, now_ms, rfc3339};
 use berth_store::Store;
+use clap::FromArgMatches as _;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
@@ -60,41 +63,100 @@ const DEFAULT_PER_CYCLE: usize = 5;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ImageGcArgs {
     /// Turn automatic image cleanup off (the cycle and the disk trigger; `berth images prune`
-    /// still works). Environment: BERTH_DISABLE_IMAGE_CLEANUP, or ECS's ECS_DISABLE_IMAGE_CLEANUP.
-    #[arg(long, env = "BERTH_DISABLE_IMAGE_CLEANUP")]
+    /// still works; `=false` turns it back on after the file). Environment:
+    /// BERTH_DISABLE_IMAGE_CLEANUP, or ECS's ECS_DISABLE_IMAGE_CLEANUP.
+    #[arg(
+        long,
+        env = "BERTH_DISABLE_IMAGE_CLEANUP",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
+        add = Key::new().env(&[ECS_DISABLE]).shown(|r| Ok(Some((!shown(r)?.enabled).into())))
+    )]
     pub disable_image_cleanup: bool,
 
     /// Time between image cleanup cycles, e.g. `30m`. Environment: BERTH_IMAGE_CLEANUP_INTERVAL,
     /// or ECS's ECS_IMAGE_CLEANUP_INTERVAL (ignored below 10m, as ECS ignores it). Default: 30m.
-    #[arg(long, value_name = "DURATION", env = "BERTH_IMAGE_CLEANUP_INTERVAL", value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "BERTH_IMAGE_CLEANUP_INTERVAL",
+        value_parser = humantime::parse_duration,
+        add = Key::new().env(&[ECS_INTERVAL]).shown(|r| Ok(Some(duration(shown(r)?.interval))))
+    )]
     pub image_cleanup_interval: Option<Duration>,
 
     /// How long an image must stay unused (no task started with it or stopped using it) before
     /// cleanup may remove it, e.g. `1h`. Environment: BERTH_IMAGE_MINIMUM_CLEANUP_AGE, or ECS's
     /// ECS_IMAGE_MINIMUM_CLEANUP_AGE. Default: 1h.
-    #[arg(long, value_name = "DURATION", env = "BERTH_IMAGE_MINIMUM_CLEANUP_AGE", value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "BERTH_IMAGE_MINIMUM_CLEANUP_AGE",
+        value_parser = humantime::parse_duration,
+        add = Key::new().env(&[ECS_AGE]).shown(|r| {
+            Ok(Some(duration(ms(shown(r)?.settings.minimum_age_ms))))
+        })
+    )]
     pub image_minimum_cleanup_age: Option<Duration>,
 
     /// Images removed per cleanup cycle at most (1 or more). Environment:
     /// BERTH_NUM_IMAGES_DELETE_PER_CYCLE, or ECS's ECS_NUM_IMAGES_DELETE_PER_CYCLE. Default: 5.
-    #[arg(long, value_name = "N", env = "BERTH_NUM_IMAGES_DELETE_PER_CYCLE", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        value_name = "N",
+        env = "BERTH_NUM_IMAGES_DELETE_PER_CYCLE",
+        value_parser = clap::value_parser!(u32).range(1..),
+        add = Key::new().env(&[ECS_PER_CYCLE]).shown(|r| {
+            let n = shown(r)?.settings.per_cycle;
+            Ok(Some(i64::try_from(n).unwrap_or(i64::MAX).into()))
+        })
+    )]
     pub images_per_cycle: Option<u32>,
 
     /// Images never removed, as `name:tag`: a comma-separated list or a JSON array (berth's pause
     /// images are always kept). Environment: BERTH_IMAGE_CLEANUP_EXCLUDE, or ECS's
     /// ECS_EXCLUDE_UNTRACKED_IMAGE.
-    #[arg(long, value_name = "LIST", env = "BERTH_IMAGE_CLEANUP_EXCLUDE", value_parser = parse_list)]
+    #[arg(
+        long,
+        value_name = "LIST",
+        env = "BERTH_IMAGE_CLEANUP_EXCLUDE",
+        value_parser = parse_list,
+        add = Key::new().list().env(&[ECS_EXCLUDE]).shown(|r| {
+            Ok(Some(strings(shown(r)?.settings.exclude.iter().cloned())))
+        })
+    )]
     pub image_cleanup_exclude: Option<ImageList>,
 
     /// Also remove images berth never pulled nor used (after its own, smallest first, aged by
-    /// their creation). Environment: BERTH_IMAGE_CLEANUP_UNTRACKED, or ECS's
-    /// ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP.
-    #[arg(long, env = "BERTH_IMAGE_CLEANUP_UNTRACKED")]
+    /// their creation; `=false` turns off what the file turned on). Environment:
+    /// BERTH_IMAGE_CLEANUP_UNTRACKED, or ECS's ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP.
+    #[arg(
+        long,
+        env = "BERTH_IMAGE_CLEANUP_UNTRACKED",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
+        add = Key::new().env(&[ECS_UNTRACKED]).shown(|r| Ok(Some(shown(r)?.settings.untracked.into())))
+    )]
     pub image_cleanup_untracked: bool,
 
     /// How old (since Docker created it) an untracked image must be before it may go.
     /// Environment: ECS's NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE. Default: 1h.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = humantime::parse_duration,
+        add = Key::new().env(&[ECS_UNTRACKED_AGE]).shown(|r| {
+            Ok(Some(duration(ms(shown(r)?.settings.untracked_minimum_age_ms))))
+        })
+    )]
     pub untracked_image_minimum_cleanup_age: Option<Duration>,
 
     /// Disk use (percent of the Engine's data-root file system) above which images are removed
@@ -109,6 +171,26 @@ pub struct ImageGcArgs {
     /// How often the data root's disk use is measured, e.g. `5m` (kubelet's image GC period).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
     pub image_gc_check_interval: Duration,
+}
+
+/// ECS's names for the cleanup options (the BERTH_ ones are clap's); `NON_ECS_…` is the only
+/// variable of `--untracked-image-minimum-cleanup-age`.
+const ECS_DISABLE: &str = "ECS_DISABLE_IMAGE_CLEANUP";
+const ECS_INTERVAL: &str = "ECS_IMAGE_CLEANUP_INTERVAL";
+const ECS_AGE: &str = "ECS_IMAGE_MINIMUM_CLEANUP_AGE";
+const ECS_PER_CYCLE: &str = "ECS_NUM_IMAGES_DELETE_PER_CYCLE";
+const ECS_EXCLUDE: &str = "ECS_EXCLUDE_UNTRACKED_IMAGE";
+const ECS_UNTRACKED: &str = "ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP";
+const ECS_UNTRACKED_AGE: &str = "NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE";
+
+/// The cleanup configuration `--print-config` shows the keys of (the exclusion list as
+/// configured, without the pause images), resolved once for all of them.
+fn shown(r: &Resolved<'_>) -> anyhow::Result<Rc<Config>> {
+    r.once(|m| ImageGcArgs::from_arg_matches(m)?.config(&[]))
+}
+
+fn ms(m: i64) -> Duration {
+    Duration::from_millis(u64::try_from(m).unwrap_or(0))
 }
 
 /// A list of image names (a newtype, so clap takes the whole list as one value).
@@ -170,8 +252,7 @@ impl ImageGcArgs {
     /// The configuration: each option, else its ECS variable, else ECS's default. `pause_images`
     /// join the exclusion list.
     pub fn config(&self, pause_images: &[String]) -> anyhow::Result<Config> {
-        let enabled = !(self.disable_image_cleanup
-            || env("ECS_DISABLE_IMAGE_CLEANUP").is_some_and(|v| truthy(&v)));
+        let enabled = !(self.disable_image_cleanup || env(ECS_DISABLE).is_some_and(|v| truthy(&v)));
         let interval = match self.image_cleanup_interval {
             Some(d) if d < Duration::from_secs(1) => {
                 bail!("--image-cleanup-interval {d:?}: use at least 1s (ECS's minimum is 10m)")
@@ -182,7 +263,7 @@ impl ImageGcArgs {
                 }
                 d
             }
-            None => match env_duration("ECS_IMAGE_CLEANUP_INTERVAL")? {
+            None => match env_duration(ECS_INTERVAL)? {
                 Some(d) if d < ECS_MINIMUM_INTERVAL => {
                     tracing::warn!(value = %humantime::format_duration(d), "ECS_IMAGE_CLEANUP_INTERVAL is below ECS's 10-minute minimum: ignored, as ECS ignores it; using 30m");
                     DEFAULT_INTERVAL
@@ -193,15 +274,15 @@ impl ImageGcArgs {
         };
         let age = match self.image_minimum_cleanup_age {
             Some(d) => d,
-            None => env_duration("ECS_IMAGE_MINIMUM_CLEANUP_AGE")?.unwrap_or(DEFAULT_AGE),
+            None => env_duration(ECS_AGE)?.unwrap_or(DEFAULT_AGE),
         };
         let untracked_age = match self.untracked_image_minimum_cleanup_age {
             Some(d) => d,
-            None => env_duration("NON_ECS_IMAGE_MINIMUM_CLEANUP_AGE")?.unwrap_or(DEFAULT_AGE),
+            None => env_duration(ECS_UNTRACKED_AGE)?.unwrap_or(DEFAULT_AGE),
         };
         let per_cycle = match self.images_per_cycle {
             Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-            None => match env("ECS_NUM_IMAGES_DELETE_PER_CYCLE") {
+            None => match env(ECS_PER_CYCLE) {
                 Some(v) => match v.trim().parse::<i64>() {
                     Ok(n) if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
                     Ok(_) => {
@@ -217,18 +298,18 @@ impl ImageGcArgs {
         };
         let mut exclude = match &self.image_cleanup_exclude {
             Some(ImageList(list)) => list.clone(),
-            None => match env("ECS_EXCLUDE_UNTRACKED_IMAGE") {
+            None => match env(ECS_EXCLUDE) {
                 Some(v) => {
                     parse_list(&v)
-                        .map_err(|e| anyhow::anyhow!("ECS_EXCLUDE_UNTRACKED_IMAGE={v}: {e}"))?
+                        .map_err(|e| anyhow::anyhow!("{ECS_EXCLUDE}={v}: {e}"))?
                         .0
                 }
                 None => Vec::new(),
             },
         };
         exclude.extend(pause_images.iter().cloned());
-        let untracked = self.image_cleanup_untracked
-            || env("ECS_ENABLE_UNTRACKED_IMAGE_CLEANUP").is_some_and(|v| truthy(&v));
+        let untracked =
+            self.image_cleanup_untracked || env(ECS_UNTRACKED).is_some_and(|v| truthy(&v));
         if self.image_gc_low_threshold > self.image_gc_high_threshold {
             bail!(
                 "--image-gc-low-threshold {} is above --image-gc-high-threshold {}: the low one must be at most the high one",
@@ -254,51 +335,6 @@ impl ImageGcArgs {
             low: self.image_gc_low_threshold,
             check_interval: self.image_gc_check_interval,
         })
-    }
-}
-
-impl Config {
-    /// The keys of `berth agent --print-config` (the exclusion list as configured: make the
-    /// configuration without the pause images for it).
-    pub fn put_toml(&self, t: &mut toml::Table) {
-        let d = |d: Duration| toml::Value::from(humantime::format_duration(d).to_string());
-        let ms = |m: i64| Duration::from_millis(u64::try_from(m).unwrap_or(0));
-        t.insert("disable-image-cleanup".into(), (!self.enabled).into());
-        t.insert("image-cleanup-interval".into(), d(self.interval));
-        t.insert(
-            "image-minimum-cleanup-age".into(),
-            d(ms(self.settings.minimum_age_ms)),
-        );
-        t.insert(
-            "images-per-cycle".into(),
-            i64::try_from(self.settings.per_cycle)
-                .unwrap_or(i64::MAX)
-                .into(),
-        );
-        t.insert(
-            "image-cleanup-exclude".into(),
-            toml::Value::Array(
-                self.settings
-                    .exclude
-                    .iter()
-                    .map(|s| s.clone().into())
-                    .collect(),
-            ),
-        );
-        t.insert(
-            "image-cleanup-untracked".into(),
-            self.settings.untracked.into(),
-        );
-        t.insert(
-            "untracked-image-minimum-cleanup-age".into(),
-            d(ms(self.settings.untracked_minimum_age_ms)),
-        );
-        t.insert(
-            "image-gc-high-threshold".into(),
-            i64::from(self.high).into(),
-        );
-        t.insert("image-gc-low-threshold".into(), i64::from(self.low).into());
-        t.insert("image-gc-check-interval".into(), d(self.check_interval));
     }
 }
 

@@ -31,13 +31,37 @@ pub struct LogArgs {
     /// listed logs to --log-driver-fallback instead, without its options, with a warning.
     /// Environment: BERTH_AVAILABLE_LOG_DRIVERS, or ECS's ECS_AVAILABLE_LOGGING_DRIVERS.
     /// Default: ["json-file","local","none"].
-    #[arg(long, value_name = "LIST", env = "BERTH_AVAILABLE_LOG_DRIVERS", value_parser = parse_list)]
+    #[arg(
+        long,
+        value_name = "LIST",
+        env = "BERTH_AVAILABLE_LOG_DRIVERS",
+        value_parser = parse_list,
+        add = crate::config::Key::new().list().env(&[ECS_AVAILABLE]).shown(|r| {
+            Ok(Some(crate::config::strings(shown_policy(r)?.available())))
+        })
+    )]
     pub available_log_drivers: Option<DriverList>,
 
     /// The log driver that replaces one this host does not have (e.g. `json-file`, `local`);
     /// `berth logs` reads json-file, local and journald. Default: json-file.
-    #[arg(long, value_name = "DRIVER", env = "BERTH_LOG_DRIVER_FALLBACK", value_parser = parse_driver)]
+    #[arg(
+        long,
+        value_name = "DRIVER",
+        env = "BERTH_LOG_DRIVER_FALLBACK",
+        value_parser = parse_driver,
+        add = crate::config::Key::new().shown(|r| {
+            Ok(Some(shown_policy(r)?.fallback().as_str().into()))
+        })
+    )]
     pub log_driver_fallback: Option<String>,
+}
+
+/// ECS's name for the available drivers (BERTH_AVAILABLE_LOG_DRIVERS is clap's).
+const ECS_AVAILABLE: &str = "ECS_AVAILABLE_LOGGING_DRIVERS";
+
+/// The policy `--print-config` shows both keys from (resolved once).
+fn shown_policy(r: &crate::config::Resolved<'_>) -> anyhow::Result<std::rc::Rc<LogPolicy>> {
+    r.once(|m| <LogArgs as clap::FromArgMatches>::from_arg_matches(m)?.policy())
 }
 
 impl LogArgs {
@@ -47,9 +71,10 @@ impl LogArgs {
         if let Some(DriverList(list)) = &self.available_log_drivers {
             return Ok(list.clone());
         }
-        match std::env::var("ECS_AVAILABLE_LOGGING_DRIVERS") {
-            Ok(v) if !v.trim().is_empty() => logging::parse_driver_list(&v)
-                .map_err(|e| anyhow!("ECS_AVAILABLE_LOGGING_DRIVERS={v}: {e}")),
+        match std::env::var(ECS_AVAILABLE) {
+            Ok(v) if !v.trim().is_empty() => {
+                logging::parse_driver_list(&v).map_err(|e| anyhow!("{ECS_AVAILABLE}={v}: {e}"))
+            }
             _ => Ok(logging::DEFAULT_AVAILABLE
                 .iter()
                 .map(|d| d.to_string())
@@ -90,16 +115,6 @@ pub async fn warn_missing(rt: &berth_docker::DockerRuntime, policy: &LogPolicy) 
             have.join(", ")
         );
     }
-}
-
-/// The two keys in `--print-config`'s TOML.
-pub fn put_toml(t: &mut toml::Table, policy: &LogPolicy) {
-    let list: Vec<toml::Value> = policy.available().map(|d| d.into()).collect();
-    t.insert("available-log-drivers".into(), toml::Value::Array(list));
-    t.insert(
-        "log-driver-fallback".into(),
-        policy.fallback().as_str().into(),
-    );
 }
 
 /// What `berth logs` says before (a note) or instead of (an error) reading a container's logs,

@@ -25,7 +25,7 @@ mod secrets;
 mod tags;
 mod test_env;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches as _, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// berth runs tasks — groups of containers described by an ECS-style task definition — on the local
@@ -34,7 +34,7 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "berth", version, about, long_about = None, propagate_version = true, args_override_self = true)]
 #[command(
-    after_help = "Examples:\n  berth run examples/web-app.json\n  berth validate examples/web-app.json\n  berth validate examples/web-app.json --graph text\n  berth completions bash > /etc/bash_completion.d/berth\n\nConfiguration: every subcommand reads the TOML file --config (default /etc/berth/berth.toml)\nand takes the keys that apply to it; environment variables override the file, flags override\nboth. `berth agent|run|gc --print-config` prints what results. See docs/agent.md."
+    after_help = "Examples:\n  berth run examples/web-app.json\n  berth validate examples/web-app.json\n  berth validate examples/web-app.json --graph text\n  berth completions bash > /etc/bash_completion.d/berth\n\nConfiguration: every subcommand reads the TOML file --config (default /etc/berth/berth.toml)\nand takes the keys that apply to it; environment variables override the file, flags override\nboth (a switch takes --switch=false). `berth agent|run|gc --print-config` prints what results\nand where each value came from. See docs/agent.md."
 )]
 struct Cli {
     /// A TOML file of options, keys the agent's long option names (e.g. cleanup-wait = "10m").
@@ -43,9 +43,9 @@ struct Cli {
     /// volume-plugin, the pull-* keys, pause-image, the log driver, secret, registry login and
     /// container metadata keys; `berth run --print-config` lists them); `validate` the log driver keys
     /// (available-log-drivers, log-driver-fallback); `gc` data-dir and docker-host; the client
-    /// commands api-socket (as --agent), `logs` also docker-host; others none. Keys that do not
-    /// apply are ignored; an unknown key is an error (exit 78). Missing is fine at the default
-    /// path; a file given explicitly must exist.
+    /// commands api-socket (as --agent), `logs` also docker-host; `cluster` and `controller` etcd;
+    /// others none. Keys that do not apply are ignored; an unknown key is an error (exit 78).
+    /// Missing is fine at the default path; a file given explicitly must exist.
     #[arg(long, global = true, value_name = "FILE", default_value = config::DEFAULT_CONFIG)]
     config: std::path::PathBuf,
 
@@ -85,6 +85,18 @@ enum Command {
     },
 }
 
+impl Command {
+    /// Whether the command line asks for `--print-config` (`agent`, `run`, `gc`).
+    fn prints_config(&self) -> bool {
+        match self {
+            Command::Agent(a) => a.print_config,
+            Command::Run(a) => a.print_config,
+            Command::Gc(a) => a.print_config,
+            _ => false,
+        }
+    }
+}
+
 /// Log to standard error: warnings by default, more with `BERTH_LOG=info|debug` (tracing's
 /// `EnvFilter` syntax).
 /// Crates whose debug logs carry Docker request and response bodies, and so container environments
@@ -118,21 +130,45 @@ fn init_logging(json: bool, default_level: &str) {
 }
 
 fn main() -> ExitCode {
-    let argv = match config::apply(std::env::args_os().collect()) {
-        Ok(argv) => argv,
+    let layering = match config::apply(std::env::args_os().collect()) {
+        Ok(layering) => layering,
         Err(err) => {
             eprintln!("berth: error: {err:#}");
             return ExitCode::from(78); // EX_CONFIG
         }
     };
-    let cli = Cli::parse_from(argv);
+    // As `Cli::parse_from`, keeping the matches for `--print-config`'s provenance.
+    let matches = Cli::command().get_matches_from(layering.argv.clone());
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.format(&mut Cli::command()).exit(),
+    };
     match &cli.command {
         // The agent logs what it does (info); one-shot commands only warn.
         Command::Agent(a) => init_logging(a.log_format == agent::LogFormat::Json, "info"),
         Command::VolumePlugin(_) | Command::Controller(_) => init_logging(false, "info"),
         _ => init_logging(false, "warn"),
     }
-    let result = match cli.command {
+    let result = if cli.command.prints_config() {
+        config::print(&matches, &layering).map(|text| {
+            print!("{text}");
+            ExitCode::SUCCESS
+        })
+    } else {
+        run(cli)
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("berth: error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Run the subcommand.
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
         Command::Run(args) => cmd_run::run(args),
         Command::Validate(args) => cmd_validate::run(args),
         Command::Gc(args) => cmd_gc::run(args),
@@ -148,13 +184,6 @@ fn main() -> ExitCode {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "berth", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
-        }
-    };
-    match result {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("berth: error: {err:#}");
-            ExitCode::from(1)
         }
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Secrets: `--engine-auth-data` is held in a [`SecretText`] whose `Debug` is redacted, clap does
 //! not show its environment value in `--help` (`hide_env_values`), and `--print-config` never
-//! prints it.
+//! prints it (`crate::config` prints no option whose environment value clap hides).
 
 use anyhow::Context as _;
 use berth_docker::{AuthChain, DockerConfig, EngineAuth};
@@ -53,7 +53,15 @@ pub struct RegistryAuthArgs {
     /// helpers of `credHelpers`/`credsStore`, run as docker-credential-NAME from PATH). Read at
     /// each pull that needs it; a missing file has no logins. Default: $DOCKER_CONFIG/config.json,
     /// else ~/.docker/config.json.
-    #[arg(long, env = "BERTH_DOCKER_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "BERTH_DOCKER_CONFIG",
+        value_name = "FILE",
+        add = crate::config::Key::new().shown(|r| {
+            let path = r.args::<RegistryAuthArgs>()?.docker_config_path();
+            Ok(path.map(|p| p.display().to_string().into()))
+        })
+    )]
     pub docker_config: Option<PathBuf>,
 
     /// How long a credential helper may take to answer before the pull fails.
@@ -102,22 +110,6 @@ impl RegistryAuthArgs {
         });
         Ok(self.chain()?.with_secrets(lookup))
     }
-
-    /// The keys `--print-config` shows (never the engine auth data itself).
-    pub fn put(&self, t: &mut toml::Table) {
-        if let Some(kind) = &self.engine_auth_type {
-            t.insert("engine-auth-type".into(), kind.clone().into());
-        }
-        if let Some(p) = self.docker_config_path() {
-            t.insert("docker-config".into(), p.display().to_string().into());
-        }
-        t.insert(
-            "credential-helper-timeout".into(),
-            humantime::format_duration(self.credential_helper_timeout)
-                .to_string()
-                .into(),
-        );
-    }
 }
 
 #[cfg(test)]
@@ -137,8 +129,15 @@ mod tests {
         assert!(!format!("{args:?}").contains("hunter2"));
         let chain = args.chain().expect("valid");
         assert!(!format!("{chain:?}").contains("hunter2"));
-        let mut t = toml::Table::new();
-        args.put(&mut t);
+        let printed = crate::config::printed(&[
+            "berth",
+            "run",
+            "--print-config",
+            "--engine-auth-type=docker",
+            r#"--engine-auth-data={"h:1": {"username": "u", "password": "hunter2"}}"#,
+            "--docker-config=/nonexistent/config.json",
+        ]);
+        let t: toml::Table = printed.parse().expect("TOML");
         assert!(!toml::to_string(&t).expect("toml").contains("hunter2"));
         assert!(t.get("engine-auth-data").is_none());
     }

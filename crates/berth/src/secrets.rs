@@ -26,8 +26,18 @@ pub struct SecretArgs {
     pub secrets_dir: Option<PathBuf>,
 
     /// Also read secrets from this process's environment (for development): a secret named
-    /// prod/db is the variable BERTH_SECRET_PROD_DB. Consulted after --secrets-dir.
-    #[arg(long, env = "BERTH_SECRETS_FROM_ENV")]
+    /// prod/db is the variable BERTH_SECRET_PROD_DB. Consulted after --secrets-dir. `=false`
+    /// turns off what the configuration file turned on.
+    #[arg(
+        long,
+        env = "BERTH_SECRETS_FROM_ENV",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false
+    )]
     pub secrets_from_env: bool,
 
     /// The directory standing in for S3: the environmentFiles object arn:aws:s3:::BUCKET/KEY is
@@ -54,20 +64,6 @@ impl SecretArgs {
             providers.push(Arc::new(EnvironmentProvider));
         }
         Ok(Arc::new(Providers(providers)))
-    }
-
-    /// Their `--print-config` keys.
-    pub fn put_toml(&self, t: &mut toml::Table) {
-        if let Some(d) = &self.secrets_dir {
-            t.insert("secrets-dir".into(), d.display().to_string().into());
-        }
-        t.insert("secrets-from-env".into(), self.secrets_from_env.into());
-        if let Some(d) = &self.environment_files_dir {
-            t.insert(
-                "environment-files-dir".into(),
-                d.display().to_string().into(),
-            );
-        }
     }
 }
 

@@ -40,7 +40,15 @@ pub struct InstanceTagArgs {
     /// A tag of this container instance (repeatable), shown as `ContainerInstanceTags` in the
     /// metadata's taskWithTags answers. Without any: ECS's ECS_CONTAINER_INSTANCE_TAGS, a JSON
     /// object such as {"rack":"r1"}.
-    #[arg(long = "container-instance-tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    #[arg(
+        long = "container-instance-tag",
+        value_name = "KEY=VALUE",
+        value_parser = parse_tag,
+        add = crate::config::Key::new()
+            .named("container-instance-tags")
+            .env(&[ECS_INSTANCE_TAGS_ENV])
+            .shown(|r| r.args::<InstanceTagArgs>()?.shown())
+    )]
     pub container_instance_tags: Vec<Tag>,
 }
 
@@ -65,17 +73,16 @@ impl InstanceTagArgs {
         Ok(list)
     }
 
-    /// The options as the config file's table (`--print-config`).
-    pub fn put(&self, t: &mut toml::Table) -> anyhow::Result<()> {
+    /// The tags as the configuration file's table (`--print-config`), None when there are none.
+    fn shown(&self) -> anyhow::Result<Option<toml::Value>> {
         let list = self.resolve()?;
-        if !list.is_empty() {
+        Ok((!list.is_empty()).then(|| {
             let table: toml::Table = list
                 .into_iter()
                 .map(|tag| (tag.key, toml::Value::String(tag.value)))
                 .collect();
-            t.insert("container-instance-tags".into(), table.into());
-        }
-        Ok(())
+            table.into()
+        }))
     }
 }
 

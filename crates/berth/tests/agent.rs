@@ -542,6 +542,93 @@ fn configuration_layers_file_then_environment_then_flags() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown option \"cleanup_wait\""));
 }
 
+/// A switch the file turns on is turned off by `--switch=false`, `--print-config` names the layer
+/// of each value, and `berth cluster …` and `berth controller` take the file's `etcd` (the
+/// variable beats it, the flag beats both). (No Docker needed.)
+#[test]
+fn a_flag_turns_off_a_file_switch_and_cluster_commands_take_the_files_etcd() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("berth.toml");
+    std::fs::write(
+        &cfg,
+        "pull-dependent-upfront = true\ncontainer-metadata = true\n",
+    )
+    .expect("config");
+    // The cluster's clients and controller (an agent given it would be a node and need --node).
+    let cluster_cfg = dir.path().join("cluster.toml");
+    std::fs::write(&cluster_cfg, "etcd = \"file.example:1\"\n").expect("config");
+    let berth = |args: &[&str], env: &[(&str, &str)]| -> std::process::Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
+        let file = if args[0] == "agent" {
+            &cfg
+        } else {
+            &cluster_cfg
+        };
+        cmd.args(args).arg("--config").arg(file);
+        for k in [
+            "BERTH_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+            "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT",
+            "BERTH_ENABLE_CONTAINER_METADATA",
+            "ECS_ENABLE_CONTAINER_METADATA",
+            "BERTH_ETCD",
+        ] {
+            cmd.env_remove(k);
+        }
+        cmd.envs(env.iter().copied());
+        cmd.output().expect("berth runs")
+    };
+    let out = berth(
+        &["agent", "--print-config", "--pull-dependent-upfront=false"],
+        &[],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t: toml::Table = text.parse().expect("TOML");
+    assert_eq!(t["pull-dependent-upfront"].as_bool(), Some(false), "{text}");
+    assert_eq!(t["container-metadata"].as_bool(), Some(true));
+    assert!(
+        text.contains("pull-dependent-upfront = false  # flag --pull-dependent-upfront\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "container-metadata = true  # file {}\n",
+            cfg.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("pull-timeout = \"2h\"  # default\n"),
+        "{text}"
+    );
+    let refused = |out: std::process::Output| {
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(berth(&["cluster", "ps"], &[]));
+    assert!(
+        err.contains("--etcd: \"file.example:1\" is not an etcd client URL"),
+        "{err}"
+    );
+    let err = refused(berth(&["controller"], &[("BERTH_ETCD", "env.example:2")]));
+    assert!(
+        err.contains("\"env.example:2\""),
+        "the variable beats the file: {err}"
+    );
+    let err = refused(berth(
+        &["controller", "--etcd", "flag.example:3"],
+        &[("BERTH_ETCD", "env.example:2")],
+    ));
+    assert!(
+        err.contains("\"flag.example:3\""),
+        "the flag beats both: {err}"
+    );
+}
+
 #[test]
 fn the_api_rejects_bad_input_with_clear_answers() {
     let agent = Agent::start("1h");

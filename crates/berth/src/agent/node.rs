@@ -57,7 +57,11 @@ pub struct NodeArgs {
     /// A node attribute for placement (a `memberOf` constraint `attribute:KEY == VALUE`, the
     /// strategy `spread` on `attribute:KEY`), repeatable. berth adds ECS's `ecs.os-type`, `ecs.os-family`,
     /// `ecs.cpu-architecture` and `ecs.availability-zone`.
-    #[arg(long = "node-attribute", value_name = "KEY=VALUE")]
+    #[arg(
+        long = "node-attribute",
+        value_name = "KEY=VALUE",
+        add = crate::config::Key::new().named("node-attributes")
+    )]
     pub node_attributes: Vec<String>,
 
     /// How long a node that was lost (and comes back) waits for the tasks the cluster replaced
@@ -65,17 +69,6 @@ pub struct NodeArgs {
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = humantime::parse_duration)]
     pub node_stop_wait: Duration,
 }
-
-/// The config-file keys of [`NodeArgs`] (the key, its long flag).
-pub const KEYS: [(&str, &str); 7] = [
-    ("etcd", "etcd"),
-    ("node", "node"),
-    ("node-lease-ttl", "node-lease-ttl"),
-    ("node-cpu", "node-cpu"),
-    ("node-memory", "node-memory"),
-    ("node-attributes", "node-attribute"),
-    ("node-stop-wait", "node-stop-wait"),
-];
 
 /// ECS's attribute name rule: 1–128 letters, digits, `-`, `_`, `/`, `\`, `.`.
 fn check_attribute(key: &str, value: &str) -> Result<(), String> {
@@ -177,40 +170,6 @@ impl NodeArgs {
                 stop_wait: self.node_stop_wait,
             },
         )))
-    }
-
-    /// The keys for `--print-config`.
-    pub fn put(&self, t: &mut toml::Table) {
-        if let Some(e) = &self.etcd {
-            t.insert("etcd".into(), e.clone().into());
-        }
-        if let Some(n) = &self.node {
-            t.insert("node".into(), n.clone().into());
-        }
-        let d = |d: Duration| humantime::format_duration(d).to_string();
-        t.insert("node-lease-ttl".into(), d(self.node_lease_ttl).into());
-        if let Some(c) = self.node_cpu {
-            t.insert(
-                "node-cpu".into(),
-                i64::try_from(c).unwrap_or(i64::MAX).into(),
-            );
-        }
-        if let Some(m) = self.node_memory {
-            t.insert(
-                "node-memory".into(),
-                i64::try_from(m).unwrap_or(i64::MAX).into(),
-            );
-        }
-        if !self.node_attributes.is_empty() {
-            let table: toml::Table = self
-                .node_attributes
-                .iter()
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_owned(), toml::Value::from(v)))
-                .collect();
-            t.insert("node-attributes".into(), table.into());
-        }
-        t.insert("node-stop-wait".into(), d(self.node_stop_wait).into());
     }
 }
 
