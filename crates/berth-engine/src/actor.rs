@@ -66,7 +66,6 @@ use crate::cleanup::{Backoff, RetryPolicy};
 use crate::container_metadata::{self, Paths as MetadataPaths, TaskFacts};
 use crate::decide::{Action, Event, Options};
 use crate::gpu;
-use crate::pause;
 use crate::pull::{self as pulls, AfterFailure, PullBehavior, PullRecord};
 use crate::report::{self, PullPhase, Report, now_ms};
 use crate::runtime::{PullProgress, Runtime, RuntimeError, RuntimeEvent};
@@ -1175,7 +1174,7 @@ fn spawn_effect<R: Runtime>(
     match action {
         Action::Pull(i) if state.is_pause(i) && config.pause_image.is_none() => {
             effects.spawn(async move {
-                let ev = match pause::provision(&*rt).await {
+                let ev = match crate::pause_image::ensure_pause_image(&*rt).await {
                     Ok(_) => Event::Pulled {
                         container: i,
                         at: now_ms(),

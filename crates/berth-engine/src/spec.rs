@@ -433,7 +433,7 @@ pub fn pause_spec(state: &TaskState, p: usize) -> ContainerSpec {
     };
     ContainerSpec {
         name: state.containers[p].docker_name.clone(),
-        image: pause::pause_image_name(),
+        image: crate::pause_image::image_name(),
         labels: container_labels(state, p),
         hostname: shares.network.then(|| task_hostname(&state.id)),
         ports,
