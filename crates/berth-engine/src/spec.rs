@@ -390,12 +390,22 @@ pub fn metadata_env(state: &TaskState, i: usize, endpoint: &MetadataEndpoint) ->
     ]
 }
 
-/// The Docker labels of container `i`: its `dockerLabels` plus berth's own (`berth.task`,
-/// `berth.container`, `berth.family`, `berth.revision`).
+/// The Docker labels of container `i`: its `dockerLabels`, then the task's
+/// [`TaskState::extra_labels`] (none on the pause container), then berth's own (`berth.task`,
+/// `berth.container`, `berth.family`, `berth.revision`); a later one wins over an earlier one of
+/// the same key.
 pub fn container_labels(state: &TaskState, i: usize) -> BTreeMap<String, String> {
     let def = state.def(i);
     let task = &state.definition;
     let mut labels: BTreeMap<String, String> = def.docker_labels.clone();
+    if !state.is_pause(i) {
+        labels.extend(
+            state
+                .extra_labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+    }
     labels.insert(LABEL_TASK.into(), state.id.clone());
     labels.insert(LABEL_CONTAINER.into(), def.name.clone());
     labels.insert(LABEL_FAMILY.into(), task.family.clone());
@@ -623,6 +633,42 @@ pub fn container_spec_with_values(
 mod tests {
     use super::*;
     use berth_model::{ContainerDefinition, Device, LinuxParameters, Tmpfs};
+
+    const TASK: &str = "0123456789abcdef0123456789abcdef";
+
+    fn state(mode: NetworkMode, pid_task: bool) -> TaskState {
+        let mut def = berth_model::TaskDefinition::new(
+            "fam",
+            vec![
+                ContainerDefinition::new("a", "img"),
+                ContainerDefinition::new("b", "img"),
+            ],
+        );
+        def.network_mode = mode;
+        def.pid_mode = pid_task.then_some(berth_model::PidMode::Task);
+        TaskState::new(TASK.into(), def, 0)
+    }
+
+    #[test]
+    fn extra_labels_are_on_the_definitions_containers_between_theirs_and_berths() {
+        let mut s = state(NetworkMode::Awsvpc, false);
+        s.definition.container_definitions[0].docker_labels = BTreeMap::from([
+            ("berth.node".to_string(), "mine".to_string()),
+            ("team".to_string(), "a".to_string()),
+        ]);
+        s.extra_labels = BTreeMap::from([
+            ("berth.node".to_string(), "n1".to_string()),
+            (LABEL_TASK.to_string(), "not the task".to_string()),
+        ]);
+        let labels = container_labels(&s, 0);
+        assert_eq!(labels["berth.node"], "n1", "over the definition's");
+        assert_eq!(labels["team"], "a");
+        assert_eq!(labels[LABEL_TASK], TASK, "berth's own win");
+        assert_eq!(container_labels(&s, 1)["berth.node"], "n1");
+        let pause = s.pause_index().expect("a pause container");
+        assert!(!container_labels(&s, pause).contains_key("berth.node"));
+        assert_eq!(container_spec(&s, 0, &[], None).labels, labels);
+    }
 
     #[test]
     fn linux_parameters_become_docker_units() {
