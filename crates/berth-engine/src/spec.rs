@@ -2,6 +2,14 @@
 //!
 //! Pure: names, labels, mounts, limits, health check units (ECS seconds → nanoseconds) are all decided
 //! here, so they are unit-tested without Docker. The runtime only translates field by field.
+//!
+//! This module gives a create spec its definition's part ([`container_spec_with_values`]: the
+//! container's own fields, the task's namespaces, the volume mounts, the metadata endpoint's
+//! variables, the labels with the task's [`TaskState::extra_labels`]). The spec a container is
+//! created from is assembled in one place, [`crate::create_spec::build`], which adds FireLens,
+//! the operator's pause image, the data-directory label and the metadata file's mount to this
+//! part; it sits above this module because [`crate::firelens`] and
+//! [`crate::container_metadata`] build on this module's types.
 
 use crate::pause::{self, Shares};
 use crate::secrets::ContainerValues;
@@ -420,7 +428,30 @@ pub fn task_hostname(task_id: &str) -> String {
     task_id.chars().take(12).collect()
 }
 
-/// The create spec of the task's pause container `p` ([`crate::pause`]): berth's pause image;
+/// The Docker network mode container `i` is created with: the pause container's `bridge` in
+/// awsvpc mode (else `none`: it owns only PID or IPC namespaces); a container of an awsvpc task
+/// joins it (`container:<pause's Docker name>`); otherwise the task's network mode.
+pub fn network_mode(state: &TaskState, i: usize) -> String {
+    let shares = Shares::of(&state.definition);
+    if state.is_pause(i) {
+        return if shares.network { "bridge" } else { "none" }.to_string();
+    }
+    let join = state
+        .pause_index()
+        .filter(|_| shares.network)
+        .map(|p| format!("container:{}", state.containers[p].docker_name));
+    match (state.definition.network_mode, join) {
+        (NetworkMode::Awsvpc, Some(pause)) => pause,
+        // Only a hand-built state has awsvpc without its pause container.
+        (NetworkMode::Bridge | NetworkMode::Awsvpc, _) => "bridge".to_string(),
+        (NetworkMode::Host, _) => "host".to_string(),
+        (NetworkMode::None, _) => "none".to_string(),
+    }
+}
+
+/// The create spec of the task's pause container `p` ([`crate::pause`]): berth's pause image
+/// ([`crate::pause_image::image_name`]; [`crate::create_spec::build`] puts the operator's in its
+/// place when there is one);
 /// in awsvpc mode on the Docker bridge, with the task's hostname and every container's port
 /// mappings published on host port = container port; otherwise with no network of its own
 /// (`none`: it owns only PID or IPC namespaces); `shareable` IPC with `ipcMode: task`.
@@ -447,15 +478,16 @@ pub fn pause_spec(state: &TaskState, p: usize) -> ContainerSpec {
         labels: container_labels(state, p),
         hostname: shares.network.then(|| task_hostname(&state.id)),
         ports,
-        network_mode: if shares.network { "bridge" } else { "none" }.to_string(),
+        network_mode: network_mode(state, p),
         ipc_mode: shares.ipc.then(|| "shareable".to_string()),
         stop_timeout_secs: Some(pause::PAUSE_STOP_TIMEOUT_SECS),
         ..ContainerSpec::default()
     }
 }
 
-/// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`]; `metadata`, when
-/// the metadata endpoint is served, adds its environment variables. For a container with
+/// The definition's part of container `i`'s create spec (see the module docs; a container is
+/// created from [`crate::create_spec::build`]). `volumes` comes from [`plan_volumes`]; `metadata`,
+/// when the metadata endpoint is served, adds its environment variables. For a container with
 /// `secrets`, `secretOptions` or `environmentFiles` use [`container_spec_with_values`].
 pub fn container_spec(
     state: &TaskState,
@@ -570,13 +602,7 @@ pub fn container_spec_with_values(
                 host_port: p.host_port.filter(|h| *h != 0),
             })
             .collect(),
-        network_mode: match (task.network_mode, joined(shares.network)) {
-            (NetworkMode::Awsvpc, Some(pause)) => pause,
-            // Only a hand-built state has awsvpc without its pause container.
-            (NetworkMode::Bridge | NetworkMode::Awsvpc, _) => "bridge".to_string(),
-            (NetworkMode::Host, _) => "host".to_string(),
-            (NetworkMode::None, _) => "none".to_string(),
-        },
+        network_mode: network_mode(state, i),
         cpu_shares: cpu_shares(def),
         memory_bytes: def.memory.map(mib),
         memory_reservation_bytes: def.memory_reservation.map(mib),
@@ -647,6 +673,41 @@ mod tests {
         def.network_mode = mode;
         def.pid_mode = pid_task.then_some(berth_model::PidMode::Task);
         TaskState::new(TASK.into(), def, 0)
+    }
+
+    #[test]
+    fn the_network_mode_joins_the_pause_container_only_in_awsvpc_mode() {
+        let s = state(NetworkMode::Awsvpc, false);
+        let pause = s.pause_index().expect("a pause container");
+        assert_eq!(network_mode(&s, pause), "bridge");
+        let join = format!("container:{}", s.containers[pause].docker_name);
+        assert_eq!(network_mode(&s, 0), join);
+        assert_eq!(network_mode(&s, 1), join);
+        let s = state(NetworkMode::Bridge, true);
+        let pause = s.pause_index().expect("a pause container");
+        assert_eq!(network_mode(&s, pause), "none");
+        assert_eq!(network_mode(&s, 0), "bridge");
+        for (mode, name) in [
+            (NetworkMode::Bridge, "bridge"),
+            (NetworkMode::Host, "host"),
+            (NetworkMode::None, "none"),
+        ] {
+            let s = state(mode, false);
+            assert_eq!(s.pause_index(), None);
+            assert_eq!(network_mode(&s, 0), name);
+        }
+        // What the create spec says.
+        for s in [
+            state(NetworkMode::Awsvpc, false),
+            state(NetworkMode::Host, true),
+        ] {
+            for i in 0..s.containers.len() {
+                assert_eq!(
+                    container_spec(&s, i, &[], None).network_mode,
+                    network_mode(&s, i)
+                );
+            }
+        }
     }
 
     #[test]

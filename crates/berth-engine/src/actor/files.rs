@@ -14,8 +14,7 @@ use crate::container_metadata::{self, Paths as MetadataPaths, TaskFacts};
 use crate::decide::Action;
 use crate::report::now_ms;
 use crate::runtime::Runtime;
-use crate::secrets::TaskValues;
-use crate::spec::{self, VolumePlan};
+use crate::spec;
 use crate::state::{Status, TaskState};
 
 /// The metadata file's task facts and paths for container `i`, when the option is on (the pause
@@ -37,16 +36,10 @@ pub(super) fn metadata_file(
 
 /// Container `i`'s network mode as Docker's `HostConfig.NetworkMode` shows it (the READY file
 /// names it when Docker lists no network, as for a container joined to the pause container's):
-/// the mode it is created with, where Docker keeps a joined container's target as
-/// `container:<id>`.
-pub(super) fn container_network_mode(
-    state: &TaskState,
-    i: usize,
-    volumes: &[(String, VolumePlan)],
-    values: &TaskValues,
-) -> String {
-    let mode =
-        spec::container_spec_with_values(state, i, volumes, None, values.container(i)).network_mode;
+/// the mode it is created with ([`spec::network_mode`]), where Docker keeps a joined container's
+/// target as `container:<id>`.
+pub(super) fn container_network_mode(state: &TaskState, i: usize) -> String {
+    let mode = spec::network_mode(state, i);
     let pause = state.pause_index().map(|p| &state.containers[p]);
     match pause {
         Some(p) if mode == format!("container:{}", p.docker_name) => p
@@ -120,8 +113,6 @@ pub(super) async fn refresh_metadata_files<R: Runtime>(
     rt: &R,
     state: &TaskState,
     config: &RunConfig,
-    volumes: &[(String, VolumePlan)],
-    values: &TaskValues,
 ) {
     for i in 0..state.containers.len() {
         let c = &state.containers[i];
@@ -141,7 +132,7 @@ pub(super) async fn refresh_metadata_files<R: Runtime>(
             paths,
             container: c.name.clone(),
             image: state.def(i).image.clone(),
-            network_mode: container_network_mode(state, i, volumes, values),
+            network_mode: container_network_mode(state, i),
         };
         ready.write(rt, id).await;
     }

@@ -24,6 +24,9 @@
 //!   files);
 //! - `volumes`, `values`, `images`: what the actor prepares before its first decision (the task's
 //!   volumes; its secrets and environment files) and the image leases it holds while it runs.
+//!
+//! The create spec of a container is assembled in one place, [`crate::create_spec::build`]: the
+//! create effect only supplies its facts.
 
 mod adoption;
 mod config;

@@ -140,7 +140,7 @@ pub async fn run_task<R: Runtime>(
         prepare_firelens(&mut state, &config);
     }
     if config.resume {
-        refresh_metadata_files(&*rt, &state, &config, &volumes, &values).await;
+        refresh_metadata_files(&*rt, &state, &config).await;
     }
     if let Some(ready) = &config.ready {
         let _ = ready.send(state.id.clone());

@@ -34,7 +34,7 @@ pub(super) fn spawn_start<R: Runtime>(cx: &Context<'_, R>, i: usize) {
         paths,
         container: name.clone(),
         image: state.def(i).image.clone(),
-        network_mode: container_network_mode(state, i, cx.volumes, cx.values),
+        network_mode: container_network_mode(state, i),
     });
     cx.effects.spawn(async move {
         let started = rt.start(&id).await;
