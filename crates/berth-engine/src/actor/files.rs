@@ -16,6 +16,7 @@ use crate::report::now_ms;
 use crate::runtime::Runtime;
 use crate::spec;
 use crate::state::{Status, TaskState};
+use std::path::Path;
 
 /// The metadata file's task facts and paths for container `i`, when the option is on (the pause
 /// container, the agent's own, gets none, as ECS's internal containers get none).
@@ -153,7 +154,7 @@ pub(super) fn prepare_firelens(state: &mut TaskState, config: &RunConfig) {
     let paths = crate::firelens::Paths::new(&config.data_dir, &state.id);
     let identity = crate::firelens::TaskIdentity::new(&config.identity, &state.id);
     let result = paths.check().and_then(|()| {
-        let text = crate::firelens::generate(&state.definition, &identity).unwrap_or_default();
+        let text = router_configuration(&state.definition, &identity, &paths.config_file)?;
         let owner = crate::firelens::socket_owner(state.def(i).user.as_deref())?;
         std::fs::create_dir_all(&paths.config_dir)
             .and_then(|()| std::fs::create_dir_all(&paths.socket_dir))
@@ -179,6 +180,67 @@ pub(super) fn prepare_firelens(state: &mut TaskState, config: &RunConfig) {
                 exit_code: None,
             },
             now_ms(),
+        );
+    }
+}
+
+/// The router's configuration text, or an error naming the file it was to be written to. The
+/// caller has found the router, so there is always a text; were there none (a bug), the router is
+/// stopped with this reason rather than given an empty configuration.
+fn router_configuration(
+    definition: &berth_model::TaskDefinition,
+    identity: &crate::firelens::TaskIdentity,
+    file: &Path,
+) -> Result<String, String> {
+    crate::firelens::generate(definition, identity).ok_or_else(|| {
+        format!(
+            "cannot write {}: the task has no log router configuration to write (please report this)",
+            file.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_router_configuration_that_cannot_be_generated_is_an_error_naming_the_file() {
+        let def = berth_model::TaskDefinition::new(
+            "f",
+            vec![berth_model::ContainerDefinition::new("app", "img")],
+        );
+        let identity =
+            crate::firelens::TaskIdentity::new(&crate::Identity::default(), "0123456789abcdef");
+        let file = Path::new("/data/tasks/t/firelens/config/fluent.conf");
+        let err = router_configuration(&def, &identity, file).expect_err("no router");
+        assert_eq!(
+            err,
+            "cannot write /data/tasks/t/firelens/config/fluent.conf: the task has no log router configuration to write (please report this)"
+        );
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_prepared_stops_the_router_with_a_reason_naming_it() {
+        let json = r#"{"family": "f", "containerDefinitions": [
+            {"name": "log_router", "image": "fluent-bit", "essential": false,
+             "firelensConfiguration": {"type": "fluentbit"}},
+            {"name": "app", "image": "app",
+             "logConfiguration": {"logDriver": "awsfirelens", "options": {"Name": "stdout"}}}
+        ]}"#;
+        let def = berth_model::parse(json).expect("valid").definition;
+        let mut state = TaskState::new("0123456789abcdef0123456789abcdef".into(), def, 0);
+        // The data directory is a file: the router's directories cannot be created in it.
+        let data = tempfile::NamedTempFile::new().expect("a file");
+        let config = RunConfig::new(data.path().to_path_buf());
+        prepare_firelens(&mut state, &config);
+        let router = &state.containers[0];
+        assert_eq!(router.known, Status::Stopped);
+        let reason = router.reason.as_deref().unwrap_or_default();
+        let dir = crate::firelens::Paths::new(data.path(), &state.id).dir;
+        assert!(
+            reason.starts_with(&format!("FireLens: cannot create {}: ", dir.display())),
+            "{reason}"
         );
     }
 }
