@@ -78,6 +78,20 @@ pub(super) struct Context<'a, R> {
     pub effects: &'a Effects,
 }
 
+/// The Docker id container `i`'s start or restart acts on; None when there is none, after the
+/// effect's failure has been reported in its place ([`docker_id_for`]).
+pub(super) fn docker_id_or_report<R>(
+    cx: &Context<'_, R>,
+    i: usize,
+    needs: NeedsId,
+) -> Option<String> {
+    docker_id_for(cx.state, i, needs)
+        .map_err(|failure| {
+            let _ = cx.effects.results.send(failure);
+        })
+        .ok()
+}
+
 /// Perform `action` as an effect on `cx.effects`: the one match from a decision to its effect.
 pub(super) fn spawn_effect<R: Runtime>(cx: &Context<'_, R>, action: Action) {
     match action {
@@ -141,14 +155,9 @@ pub(super) fn docker_id_for(state: &TaskState, i: usize, needs: NeedsId) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::actor::test_support::one_container;
     use crate::decide::Options;
     use crate::state::Status;
-
-    fn one_container() -> TaskState {
-        let json = r#"{"family": "f", "containerDefinitions": [{"name": "a", "image": "img"}]}"#;
-        let def = berth_model::parse(json).expect("valid").definition;
-        TaskState::new("0123456789abcdef0123456789abcdef".into(), def, 0)
-    }
 
     #[test]
     fn a_known_docker_id_is_the_target() {

@@ -66,3 +66,16 @@ pub type Reports = mpsc::UnboundedSender<Report>;
 
 /// The reason of a container removed from Docker by someone else.
 const VANISHED_REASON: &str = "container removed from Docker behind berth's back";
+
+/// What the modules' unit tests share.
+#[cfg(test)]
+mod test_support {
+    use crate::state::TaskState;
+
+    /// A task of one essential container, `a`, in status NONE.
+    pub(super) fn one_container() -> TaskState {
+        let json = r#"{"family": "f", "containerDefinitions": [{"name": "a", "image": "img"}]}"#;
+        let def = berth_model::parse(json).expect("valid").definition;
+        TaskState::new("0123456789abcdef0123456789abcdef".into(), def, 0)
+    }
+}

@@ -10,7 +10,7 @@
 //! in tests) and sends its `restarted` report; [`super::adopt`] finishes a restart a crash
 //! interrupted.
 
-use super::effects::{Context, NeedsId, docker_id_for};
+use super::effects::{Context, NeedsId, docker_id_or_report};
 use super::files::{ReadyFile, container_network_mode, metadata_file};
 use crate::decide::Event;
 use crate::gpu;
@@ -19,14 +19,10 @@ use crate::runtime::Runtime;
 
 /// Perform `Action::Start(i)`.
 pub(super) fn spawn_start<R: Runtime>(cx: &Context<'_, R>, i: usize) {
-    let (rt, tx, state) = (cx.rt.clone(), cx.effects.results.clone(), cx.state);
-    let id = match docker_id_for(state, i, NeedsId::Start) {
-        Ok(id) => id,
-        Err(failure) => {
-            let _ = tx.send(failure);
-            return;
-        }
+    let Some(id) = docker_id_or_report(cx, i, NeedsId::Start) else {
+        return;
     };
+    let (rt, tx, state) = (cx.rt.clone(), cx.effects.results.clone(), cx.state);
     let name = state.containers[i].name.clone();
     let gpu = state.def(i).gpu;
     let ready = metadata_file(state, cx.config, i).map(|(facts, paths)| ReadyFile {
@@ -62,14 +58,10 @@ pub(super) fn spawn_start<R: Runtime>(cx: &Context<'_, R>, i: usize) {
 
 /// Perform `Action::Restart(i)`.
 pub(super) fn spawn_restart<R: Runtime>(cx: &Context<'_, R>, i: usize) {
-    let (rt, tx, state) = (cx.rt.clone(), cx.effects.results.clone(), cx.state);
-    let id = match docker_id_for(state, i, NeedsId::Restart) {
-        Ok(id) => id,
-        Err(failure) => {
-            let _ = tx.send(failure);
-            return;
-        }
+    let Some(id) = docker_id_or_report(cx, i, NeedsId::Restart) else {
+        return;
     };
+    let (rt, tx, state) = (cx.rt.clone(), cx.effects.results.clone(), cx.state);
     let c = &state.containers[i];
     let (name, count, exit_code) = (c.name.clone(), c.restart_count, c.last_restart_exit_code);
     let task = state.id.clone();

@@ -79,12 +79,7 @@ pub const STOP_FAILURE_PREFIX: &str = "CannotStopContainerError";
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn one_container() -> TaskState {
-        let json = r#"{"family": "f", "containerDefinitions": [{"name": "a", "image": "img"}]}"#;
-        let def = berth_model::parse(json).expect("valid").definition;
-        TaskState::new("0123456789abcdef0123456789abcdef".into(), def, 0)
-    }
+    use crate::actor::test_support::one_container;
 
     #[test]
     fn a_stop_without_docker_id_goes_to_the_containers_docker_name() {
