@@ -1,6 +1,8 @@
-//! berth-engine: runs tasks. A pure decision core ([`decide`]) over plain task state ([`state`]),
-//! the per-task actor that performs its effects ([`actor`]) through the [`runtime::Runtime`] trait,
-//! the container restart rule ([`restart`]), the one task cleanup ([`cleanup`]), create specs ([`spec`]), the agent's ECS identity and its ARNs
+//! berth-engine: runs tasks. A pure decision core ([`decide`](mod@decide)) over plain task state
+//! ([`state`]), the per-task actor that performs its effects ([`actor`]) through the
+//! [`runtime::Runtime`] trait, the container restart rule ([`restart`]), the one task cleanup
+//! ([`cleanup`]), create specs ([`spec`], assembled in one place by [`create_spec`]), the agent's
+//! ECS identity and its ARNs
 //! ([`identity`]), the secret provider seam
 //! ([`secrets`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]), the reports people and tools read ([`report`]) and berth's offline pause image
 //! ([`pause_image`]).
@@ -12,6 +14,7 @@ pub mod actor;
 pub mod auth;
 pub mod cleanup;
 pub mod container_metadata;
+pub mod create_spec;
 pub mod decide;
 pub mod failpoint;
 #[cfg(any(feature = "fake", doc))]

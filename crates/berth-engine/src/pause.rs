@@ -11,10 +11,17 @@
 //!
 //! The name cannot clash with a user's container: ECS container names allow only letters, digits,
 //! hyphens and underscores, and this one starts with `~`.
+//!
+//! Pure, and importing nothing of the crate: the task state ([`crate::state`]) builds on it, so
+//! nothing here may reach the runtime. Its create spec is [`crate::spec::pause_spec`]; making its
+//! image present (importing berth's own, or pulling the operator's `--pause-image`) is the
+//! actor's pull effect, through [`crate::pause_image::ensure_pause_image`].
 
-use crate::pause_image::{self, PAUSE_REPOSITORY};
-use crate::runtime::{Runtime, RuntimeError};
 use berth_model::{ContainerDefinition, IpcMode, NetworkMode, PidMode, TaskDefinition};
+
+/// The repository of berth's built-in pause image ([`crate::pause_image`]), which the pause
+/// container's definition names. Defined here, not there, so the state reaches no runtime code.
+pub const PAUSE_REPOSITORY: &str = "berth/pause";
 
 /// The definition name of the pause container.
 pub const PAUSE_CONTAINER: &str = "~internal~berth~pause";
@@ -54,23 +61,12 @@ pub fn needs_pause(def: &TaskDefinition) -> bool {
 }
 
 /// The pause container's definition. Its `image` is only a label for people: the create spec uses
-/// the image berth provisions (see [`crate::spec::container_spec`]).
+/// berth's own image or the operator's (see [`crate::spec::pause_spec`]).
 pub fn pause_definition() -> ContainerDefinition {
     let mut def = ContainerDefinition::new(PAUSE_CONTAINER, PAUSE_REPOSITORY);
     def.essential = true;
     def.stop_timeout = Some(PAUSE_STOP_TIMEOUT_SECS);
     def
-}
-
-/// The image the pause container is created from: berth's own ([`pause_image`]).
-pub fn pause_image_name() -> String {
-    pause_image::image_name()
-}
-
-/// Make the pause image present (the pause container's "pull"): berth's own image is imported
-/// offline when missing. Returns the image name.
-pub async fn provision<R: Runtime>(rt: &R) -> Result<String, RuntimeError> {
-    pause_image::ensure_pause_image(rt).await
 }
 
 /// True for the pause container's definition name.

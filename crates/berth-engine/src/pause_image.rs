@@ -14,15 +14,15 @@
 //! - [`ensure_pause_image`]: import the image through [`Runtime::import_image`] unless the engine
 //!   has it already.
 //!
-//! Everything but [`ensure_pause_image`] is pure. The program exists for x86_64 only: elsewhere
-//! [`rootfs_tar`] answers [`PauseImageError::UnsupportedArch`], which names the agent option
-//! (`--pause-image`) that gives berth a pause image of one's own.
+//! Everything but [`ensure_pause_image`] is pure; the actor's pull effect of the pause container
+//! calls it (the repository name, [`PAUSE_REPOSITORY`], is [`crate::pause`]'s, which the task
+//! state imports: so the state never reaches this module's runtime call). The program exists for
+//! x86_64 only: elsewhere [`rootfs_tar`] answers [`PauseImageError::UnsupportedArch`], which names
+//! the agent option (`--pause-image`) that gives berth a pause image of one's own.
 
+pub use crate::pause::PAUSE_REPOSITORY;
 use crate::runtime::{Runtime, RuntimeError};
 use sha2::{Digest, Sha256};
-
-/// The repository of berth's built-in pause image.
-pub const PAUSE_REPOSITORY: &str = "berth/pause";
 
 /// The version of the image's layout (file name, import changes); the tag's first part.
 const LAYOUT_VERSION: &str = "1";

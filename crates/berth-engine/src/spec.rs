@@ -2,6 +2,14 @@
 //!
 //! Pure: names, labels, mounts, limits, health check units (ECS seconds → nanoseconds) are all decided
 //! here, so they are unit-tested without Docker. The runtime only translates field by field.
+//!
+//! This module gives a create spec its definition's part ([`container_spec_with_values`]: the
+//! container's own fields, the task's namespaces, the volume mounts, the metadata endpoint's
+//! variables, the labels with the task's [`TaskState::extra_labels`]). The spec a container is
+//! created from is assembled in one place, [`crate::create_spec::build`], which adds FireLens,
+//! the operator's pause image, the data-directory label and the metadata file's mount to this
+//! part; it sits above this module because [`crate::firelens`] and
+//! [`crate::container_metadata`] build on this module's types.
 
 use crate::pause::{self, Shares};
 use crate::secrets::ContainerValues;
@@ -390,12 +398,22 @@ pub fn metadata_env(state: &TaskState, i: usize, endpoint: &MetadataEndpoint) ->
     ]
 }
 
-/// The Docker labels of container `i`: its `dockerLabels` plus berth's own (`berth.task`,
-/// `berth.container`, `berth.family`, `berth.revision`).
+/// The Docker labels of container `i`: its `dockerLabels`, then the task's
+/// [`TaskState::extra_labels`] (none on the pause container), then berth's own (`berth.task`,
+/// `berth.container`, `berth.family`, `berth.revision`); a later one wins over an earlier one of
+/// the same key.
 pub fn container_labels(state: &TaskState, i: usize) -> BTreeMap<String, String> {
     let def = state.def(i);
     let task = &state.definition;
     let mut labels: BTreeMap<String, String> = def.docker_labels.clone();
+    if !state.is_pause(i) {
+        labels.extend(
+            state
+                .extra_labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+    }
     labels.insert(LABEL_TASK.into(), state.id.clone());
     labels.insert(LABEL_CONTAINER.into(), def.name.clone());
     labels.insert(LABEL_FAMILY.into(), task.family.clone());
@@ -410,7 +428,30 @@ pub fn task_hostname(task_id: &str) -> String {
     task_id.chars().take(12).collect()
 }
 
-/// The create spec of the task's pause container `p` ([`crate::pause`]): berth's pause image;
+/// The Docker network mode container `i` is created with: the pause container's `bridge` in
+/// awsvpc mode (else `none`: it owns only PID or IPC namespaces); a container of an awsvpc task
+/// joins it (`container:<pause's Docker name>`); otherwise the task's network mode.
+pub fn network_mode(state: &TaskState, i: usize) -> String {
+    let shares = Shares::of(&state.definition);
+    if state.is_pause(i) {
+        return if shares.network { "bridge" } else { "none" }.to_string();
+    }
+    let join = state
+        .pause_index()
+        .filter(|_| shares.network)
+        .map(|p| format!("container:{}", state.containers[p].docker_name));
+    match (state.definition.network_mode, join) {
+        (NetworkMode::Awsvpc, Some(pause)) => pause,
+        // Only a hand-built state has awsvpc without its pause container.
+        (NetworkMode::Bridge | NetworkMode::Awsvpc, _) => "bridge".to_string(),
+        (NetworkMode::Host, _) => "host".to_string(),
+        (NetworkMode::None, _) => "none".to_string(),
+    }
+}
+
+/// The create spec of the task's pause container `p` ([`crate::pause`]): berth's pause image
+/// ([`crate::pause_image::image_name`]; [`crate::create_spec::build`] puts the operator's in its
+/// place when there is one);
 /// in awsvpc mode on the Docker bridge, with the task's hostname and every container's port
 /// mappings published on host port = container port; otherwise with no network of its own
 /// (`none`: it owns only PID or IPC namespaces); `shareable` IPC with `ipcMode: task`.
@@ -433,19 +474,20 @@ pub fn pause_spec(state: &TaskState, p: usize) -> ContainerSpec {
     };
     ContainerSpec {
         name: state.containers[p].docker_name.clone(),
-        image: pause::pause_image_name(),
+        image: crate::pause_image::image_name(),
         labels: container_labels(state, p),
         hostname: shares.network.then(|| task_hostname(&state.id)),
         ports,
-        network_mode: if shares.network { "bridge" } else { "none" }.to_string(),
+        network_mode: network_mode(state, p),
         ipc_mode: shares.ipc.then(|| "shareable".to_string()),
         stop_timeout_secs: Some(pause::PAUSE_STOP_TIMEOUT_SECS),
         ..ContainerSpec::default()
     }
 }
 
-/// Build the create spec of container `i`. `volumes` comes from [`plan_volumes`]; `metadata`, when
-/// the metadata endpoint is served, adds its environment variables. For a container with
+/// The definition's part of container `i`'s create spec (see the module docs; a container is
+/// created from [`crate::create_spec::build`]). `volumes` comes from [`plan_volumes`]; `metadata`,
+/// when the metadata endpoint is served, adds its environment variables. For a container with
 /// `secrets`, `secretOptions` or `environmentFiles` use [`container_spec_with_values`].
 pub fn container_spec(
     state: &TaskState,
@@ -560,13 +602,7 @@ pub fn container_spec_with_values(
                 host_port: p.host_port.filter(|h| *h != 0),
             })
             .collect(),
-        network_mode: match (task.network_mode, joined(shares.network)) {
-            (NetworkMode::Awsvpc, Some(pause)) => pause,
-            // Only a hand-built state has awsvpc without its pause container.
-            (NetworkMode::Bridge | NetworkMode::Awsvpc, _) => "bridge".to_string(),
-            (NetworkMode::Host, _) => "host".to_string(),
-            (NetworkMode::None, _) => "none".to_string(),
-        },
+        network_mode: network_mode(state, i),
         cpu_shares: cpu_shares(def),
         memory_bytes: def.memory.map(mib),
         memory_reservation_bytes: def.memory_reservation.map(mib),
@@ -623,6 +659,77 @@ pub fn container_spec_with_values(
 mod tests {
     use super::*;
     use berth_model::{ContainerDefinition, Device, LinuxParameters, Tmpfs};
+
+    const TASK: &str = "0123456789abcdef0123456789abcdef";
+
+    fn state(mode: NetworkMode, pid_task: bool) -> TaskState {
+        let mut def = berth_model::TaskDefinition::new(
+            "fam",
+            vec![
+                ContainerDefinition::new("a", "img"),
+                ContainerDefinition::new("b", "img"),
+            ],
+        );
+        def.network_mode = mode;
+        def.pid_mode = pid_task.then_some(berth_model::PidMode::Task);
+        TaskState::new(TASK.into(), def, 0)
+    }
+
+    #[test]
+    fn the_network_mode_joins_the_pause_container_only_in_awsvpc_mode() {
+        let s = state(NetworkMode::Awsvpc, false);
+        let pause = s.pause_index().expect("a pause container");
+        assert_eq!(network_mode(&s, pause), "bridge");
+        let join = format!("container:{}", s.containers[pause].docker_name);
+        assert_eq!(network_mode(&s, 0), join);
+        assert_eq!(network_mode(&s, 1), join);
+        let s = state(NetworkMode::Bridge, true);
+        let pause = s.pause_index().expect("a pause container");
+        assert_eq!(network_mode(&s, pause), "none");
+        assert_eq!(network_mode(&s, 0), "bridge");
+        for (mode, name) in [
+            (NetworkMode::Bridge, "bridge"),
+            (NetworkMode::Host, "host"),
+            (NetworkMode::None, "none"),
+        ] {
+            let s = state(mode, false);
+            assert_eq!(s.pause_index(), None);
+            assert_eq!(network_mode(&s, 0), name);
+        }
+        // What the create spec says.
+        for s in [
+            state(NetworkMode::Awsvpc, false),
+            state(NetworkMode::Host, true),
+        ] {
+            for i in 0..s.containers.len() {
+                assert_eq!(
+                    container_spec(&s, i, &[], None).network_mode,
+                    network_mode(&s, i)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn extra_labels_are_on_the_definitions_containers_between_theirs_and_berths() {
+        let mut s = state(NetworkMode::Awsvpc, false);
+        s.definition.container_definitions[0].docker_labels = BTreeMap::from([
+            ("berth.node".to_string(), "mine".to_string()),
+            ("team".to_string(), "a".to_string()),
+        ]);
+        s.extra_labels = BTreeMap::from([
+            ("berth.node".to_string(), "n1".to_string()),
+            (LABEL_TASK.to_string(), "not the task".to_string()),
+        ]);
+        let labels = container_labels(&s, 0);
+        assert_eq!(labels["berth.node"], "n1", "over the definition's");
+        assert_eq!(labels["team"], "a");
+        assert_eq!(labels[LABEL_TASK], TASK, "berth's own win");
+        assert_eq!(container_labels(&s, 1)["berth.node"], "n1");
+        let pause = s.pause_index().expect("a pause container");
+        assert!(!container_labels(&s, pause).contains_key("berth.node"));
+        assert_eq!(container_spec(&s, 0, &[], None).labels, labels);
+    }
 
     #[test]
     fn linux_parameters_become_docker_units() {

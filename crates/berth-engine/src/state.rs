@@ -5,7 +5,7 @@
 //! The task's known status is never stored: it is derived from the containers ([`TaskState::known`]).
 //! Times are Unix milliseconds (wall clock), so the state survives a restart and can be shown to people.
 //! Fields added after the first stored format (a container's stop retry: `stopError`,
-//! `stopFailures`, `stopRetryAt`) have serde defaults, so states stored before them still load, and
+//! `stopFailures`, `stopRetryAt`; the task's `extraLabels`) have serde defaults, so states stored before them still load, and
 //! are left out while they hold their default, so a state that never needed them is saved exactly
 //! as before.
 //!
@@ -19,6 +19,7 @@
 use crate::pause;
 use berth_model::{Condition, ContainerDefinition, DependencyGraph, TaskDefinition};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -380,6 +381,13 @@ pub struct TaskState {
     /// When the first essential container stopped.
     pub execution_stopped_at: Option<Millis>,
     pub created_at: Millis,
+    /// Docker labels for each of the definition's containers besides its `dockerLabels` (a cluster
+    /// node's `berth.node` and `berth.service`): on the containers and in the metadata endpoint's
+    /// `Labels` as if they were in every container's `dockerLabels`, where an entry of the same key
+    /// gives way to them ([`crate::spec::container_labels`]). The pause container, which berth
+    /// adds, has none. Left out of the saved state while empty, and empty when absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_labels: BTreeMap<String, String>,
     /// One entry per container, in definition order: derived from `definition`, never saved.
     #[serde(skip)]
     wiring: WiringCell,
@@ -430,6 +438,7 @@ impl TaskState {
             stop_kind: None,
             execution_stopped_at: None,
             created_at: now,
+            extra_labels: BTreeMap::new(),
             wiring,
         }
     }
@@ -642,5 +651,26 @@ mod tests {
         for i in 0..3 {
             assert_eq!(loaded.wiring(i), s.wiring(i));
         }
+    }
+
+    #[test]
+    fn extra_labels_are_saved_when_set_and_absent_from_older_states() {
+        let mut s = TaskState::new("0123456789abcdef0123456789abcdef".into(), definition(), 0);
+        s.extra_labels.insert("berth.node".into(), "n1".into());
+        let saved = serde_json::to_value(&s).expect("serialize");
+        assert_eq!(
+            saved["extraLabels"],
+            serde_json::json!({"berth.node": "n1"})
+        );
+        let loaded: TaskState = serde_json::from_value(saved.clone()).expect("deserialize");
+        assert_eq!(loaded, s);
+        // A state saved before the field existed loads with none.
+        let mut older = saved;
+        older
+            .as_object_mut()
+            .expect("an object")
+            .remove("extraLabels");
+        let loaded: TaskState = serde_json::from_value(older).expect("deserialize");
+        assert!(loaded.extra_labels.is_empty());
     }
 }

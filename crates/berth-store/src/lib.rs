@@ -56,6 +56,13 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The record could not be turned into JSON (a map of strings and numbers: not expected);
+    /// nothing was written.
+    #[error("cannot write {path}: its JSON cannot be made: {source}")]
+    Encode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("state store {path}: {message}")]
     Database { path: PathBuf, message: String },
     #[error(
@@ -145,8 +152,12 @@ impl PulledImages {
             version: VERSION,
             images: images.clone(),
         };
-        // Serializing a map of strings cannot fail.
-        let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
+        // A map of strings and numbers always serializes; were it not to, the file is left as it
+        // is and the caller told, rather than replaced by an empty one.
+        let bytes = serde_json::to_vec_pretty(&file).map_err(|source| StoreError::Encode {
+            path: self.path.clone(),
+            source,
+        })?;
         replace_file(&self.path, &bytes)
     }
 }

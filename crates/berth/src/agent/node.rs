@@ -6,10 +6,10 @@
 //! (`berth_store::cluster`).
 //!
 //! A cluster task keeps its cluster id as its local id; its containers get the Docker labels
-//! `berth.node=<node>` and, for a service's task, `berth.service=<service>` (added to the
-//! definition's `dockerLabels` when the task is accepted, as ECS adds its `com.amazonaws.ecs.*`
-//! labels). Submits through the control API are refused on a node: placement only counts what
-//! the cluster placed.
+//! `berth.node=<node>` and, for a service's task, `berth.service=<service>` (the task's
+//! `extra_labels`, set when it is accepted: on its containers as if in their `dockerLabels`, as
+//! ECS adds its `com.amazonaws.ecs.*` labels). Submits through the control API are refused on a
+//! node: placement only counts what the cluster placed.
 
 use super::{Agent, Start};
 use anyhow::{anyhow, bail};
@@ -232,15 +232,15 @@ impl Local for Node {
         for w in berth_model::logging::apply(&mut definition, &self.agent.log_policy) {
             tracing::warn!(task = %task.id, "{w}");
         }
-        for c in &mut definition.container_definitions {
-            c.docker_labels
-                .insert(LABEL_NODE.to_owned(), self.name.clone());
-            if let Some(service) = &task.service {
-                c.docker_labels
-                    .insert(LABEL_SERVICE.to_owned(), service.clone());
-            }
-        }
         let mut state = TaskState::new(task.id.clone(), definition, now_ms());
+        state
+            .extra_labels
+            .insert(LABEL_NODE.to_owned(), self.name.clone());
+        if let Some(service) = &task.service {
+            state
+                .extra_labels
+                .insert(LABEL_SERVICE.to_owned(), service.clone());
+        }
         if let Some(reason) = &stop {
             // Asked to stop before it ran: its containers are marked STOPPED with no Docker call.
             state.request_stop(reason, StopKind::Requested);

@@ -1,0 +1,81 @@
+//! The task actor: owns one task's state, performs the decision core's effects through the
+//! [`Runtime`](crate::runtime::Runtime), and folds results and Docker events back in until the
+//! task has stopped.
+//!
+//! One actor per task; no lock is shared between tasks, and none is held across an `.await`. Effects
+//! run concurrently as tracked tasks (a `tokio_util` `TaskTracker`) that report back on a channel;
+//! the loop wakes only for an effect result, a Docker event, a command, a `startTimeout` timer or
+//! cancellation — never to poll. Snapshots are published on a `watch` channel after every change;
+//! status-change reports are derived from consecutive snapshots. Every state change is saved before
+//! the effects it leads to are performed, so Docker is never more than the effects in flight ahead
+//! of the store.
+//!
+//! The parts, each a module of this directory:
+//! - `run`: the loop ([`run_task`]): subscribing, preparing, step, save, perform, publish, wait;
+//!   commands ([`Command`]), shutdown on [`RunConfig::cancel`], persist before acting;
+//! - `config`: the run's settings ([`RunConfig`]) and the store's seam ([`Persist`]);
+//! - `metrics`: [`EngineMetrics`], shared by every task of an agent;
+//! - `effects`: the tracker effects run on and the dispatcher from a decided action to its
+//!   effect, one function each: `pull` (and the pause image), `create`, `start` (start and
+//!   restart), `stop`;
+//! - `adoption`: [`adopt`] after an agent restart, the resync after a broken event stream,
+//!   Docker's events as the engine's;
+//! - `files`: the files the actor writes (FireLens's router configuration, the container metadata
+//!   files);
+//! - `volumes`, `values`, `images`: what the actor prepares before its first decision (the task's
+//!   volumes; its secrets and environment files) and the image leases it holds while it runs.
+//!
+//! The create spec of a container is assembled in one place, [`crate::create_spec::build`]: the
+//! create effect only supplies its facts.
+
+mod adoption;
+mod config;
+mod create;
+mod effects;
+mod files;
+mod images;
+mod metrics;
+mod pull;
+mod run;
+mod start;
+mod stop;
+mod values;
+mod volumes;
+
+pub use adoption::adopt;
+pub use config::{DEFAULT_SHUTDOWN_GRACE, Persist, RunConfig};
+pub use metrics::EngineMetrics;
+pub use pull::{AUTH_FAILURE_PREFIX, PULL_ABANDONED};
+pub use run::run_task;
+pub use stop::STOP_FAILURE_PREFIX;
+
+use crate::report::Report;
+use tokio::sync::mpsc;
+
+/// Requests to a running task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Stop the task cleanly (reverse dependency order, stop timeouts).
+    Stop { reason: String },
+    /// Kill every running container now.
+    Kill,
+}
+
+/// Where the actor sends what happens.
+pub type Reports = mpsc::UnboundedSender<Report>;
+
+/// The reason of a container removed from Docker by someone else.
+const VANISHED_REASON: &str = "container removed from Docker behind berth's back";
+
+/// What the modules' unit tests share.
+#[cfg(test)]
+mod test_support {
+    use crate::state::TaskState;
+
+    /// A task of one essential container, `a`, in status NONE.
+    pub(super) fn one_container() -> TaskState {
+        let json = r#"{"family": "f", "containerDefinitions": [{"name": "a", "image": "img"}]}"#;
+        let def = berth_model::parse(json).expect("valid").definition;
+        TaskState::new("0123456789abcdef0123456789abcdef".into(), def, 0)
+    }
+}
