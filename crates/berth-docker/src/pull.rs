@@ -19,10 +19,12 @@
 //!   [`PullRetry::attempts`] times, with exponential backoff and jitter between attempts; a
 //!   permanent failure ends the pull at once.
 //! - [`LayerProgress`] sums the per-layer progress of Docker's pull stream for the sink.
-//! - [`split_reference`]: `repo[:tag][@digest]` into `fromImage` and `tag`.
+//! - [`split_reference`]: `repo[:tag][@digest]` into `fromImage` and `tag`, by the engine's
+//!   reference parser (`berth_engine::image_ref`).
 //!
 //! Limits: the jitter comes from the clock's nanoseconds (spreading retries, not security).
 
+use berth_engine::image_ref::{DEFAULT_TAG, ImageRef};
 use berth_engine::runtime::{ProgressSink, PullProgress, RegistryAuth, RuntimeError};
 use bollard::Docker;
 use bollard::auth::DockerCredentials;
@@ -394,20 +396,21 @@ fn explain_refusal(e: RuntimeError, image: &str, auth: Option<&RegistryAuth>) ->
     }
 }
 
-/// Split `repo[:tag][@digest]` into the `fromImage` and `tag` parameters of `POST /images/create`.
-/// A registry port (`host:5000/repo`) is not a tag; no tag means `latest`.
+/// Split `repo[:tag][@digest]` into the `fromImage` and `tag` parameters of `POST /images/create`,
+/// by the engine's one reference parser ([`ImageRef`]): the name as written and the tag (`latest`
+/// when none is given; a registry port, `host:5000/repo`, is not a tag), or the whole reference
+/// and no tag when it has a digest. Validity is the Engine's to judge (it refuses with its words).
 pub fn split_reference(image: &str) -> (&str, Option<&str>) {
-    if image.contains('@') {
+    let r = ImageRef::split(image);
+    if r.digest().is_some() {
         return (image, None);
     }
-    let last_slash = image.rfind('/').map_or(0, |i| i + 1);
-    match image[last_slash..].rfind(':') {
-        Some(i) => {
-            let at = last_slash + i;
-            (&image[..at], Some(&image[at + 1..]))
-        }
-        None => (image, Some("latest")),
-    }
+    let tag = match r.tag() {
+        // The tag is the end of `image`, after the name and a colon.
+        Some(t) => image.get(image.len() - t.len()..).unwrap_or(DEFAULT_TAG),
+        None => DEFAULT_TAG,
+    };
+    (r.written_name(image), Some(tag))
 }
 
 #[cfg(test)]
@@ -565,5 +568,15 @@ mod tests {
             ("127.0.0.1:5000/a/b", Some("2"))
         );
         assert_eq!(split_reference("x@sha256:abc"), ("x@sha256:abc", None));
+        assert_eq!(
+            split_reference("docker.io/x:1@sha256:abc"),
+            ("docker.io/x:1@sha256:abc", None)
+        );
+        assert_eq!(split_reference("busybox:"), ("busybox", Some("")));
+        assert_eq!(
+            split_reference("localhost:5000"),
+            ("localhost", Some("5000")),
+            "a one-component name has no registry"
+        );
     }
 }

@@ -12,6 +12,7 @@
 //! Also: the list of managed containers, the Engine's data root and container logs (used by the agent and `berth run`,
 //! not part of the trait).
 
+use berth_engine::image_ref::{DEFAULT_TAG, ImageRef};
 use berth_engine::runtime::{
     ContainerDetails, ContainerInfo, ContainerSummary, ImageSummary, NetworkInfo, ProgressSink,
     RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
@@ -580,16 +581,25 @@ impl Runtime for DockerRuntime {
     }
 }
 
-/// `repository:tag` of an image to import (`latest` when no tag is given). A digest cannot be
-/// given: the Engine computes the imported image's digest.
+/// `repository:tag` of an image to import (`latest` when no tag is given), checked by Docker's
+/// grammar ([`ImageRef::parse`]). A digest cannot be given: the Engine computes the imported
+/// image's digest.
 fn import_reference(image: &str) -> Result<(&str, &str), RuntimeError> {
-    match split_reference(image) {
-        (repo, Some(tag)) if !repo.is_empty() && !tag.is_empty() => Ok((repo, tag)),
-        _ => Err(RuntimeError::Other(format!(
+    let refuse = |why: String| {
+        RuntimeError::Other(format!(
             "cannot import an image as {image:?}: expected repository[:tag], e.g. berth/pause:1 \
-             (an imported image is named by repository and tag; the Engine computes its digest)"
-        ))),
+             ({why})"
+        ))
+    };
+    let r = ImageRef::parse(image).map_err(|e| refuse(e.to_string()))?;
+    if r.digest().is_some() {
+        return Err(refuse(
+            "an imported image is named by repository and tag; the Engine computes its digest"
+                .to_string(),
+        ));
     }
+    let (repo, tag) = split_reference(image);
+    Ok((repo, tag.unwrap_or(DEFAULT_TAG)))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! the per-task actor that performs its effects ([`actor`]) through the [`runtime::Runtime`] trait,
 //! the container restart rule ([`restart`]), the one task cleanup ([`cleanup`]), create specs ([`spec`]), the agent's ECS identity and its ARNs
 //! ([`identity`]), the secret provider seam
-//! ([`secrets`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]), the reports people and tools read ([`report`]) and berth's offline pause image
+//! ([`secrets`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]), image references read by Docker's rules ([`image_ref`]), the reports people and tools read ([`report`]) and berth's offline pause image
 //! ([`pause_image`]).
 //!
 //! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never
@@ -20,6 +20,7 @@ pub mod firelens;
 pub mod gpu;
 pub mod identity;
 pub mod image_gc;
+pub mod image_ref;
 pub mod image_use;
 pub mod pause;
 pub mod pause_image;

@@ -19,7 +19,8 @@
 //! older versions in one transaction and refuses newer ones.
 
 use crate::{ImageRecord, PULLED_IMAGES_FILE, StoreError};
-use berth_engine::image_use::{ImageRecords, TrackedImage, normalize};
+use berth_engine::image_ref::normalize;
+use berth_engine::image_use::{ImageRecords, TrackedImage};
 use berth_engine::{Millis, PullRecord, TaskState};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
