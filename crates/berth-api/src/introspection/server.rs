@@ -18,6 +18,7 @@ use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use berth_engine::Identity;
+use berth_engine::retry::RetryPolicy;
 use berth_engine::runtime::{ContainerDetails, Runtime};
 use berth_engine::state::{Status, TaskState};
 use berth_model::NetworkMode;
@@ -369,9 +370,11 @@ pub struct IntrospectionServer {
     task: JoinHandle<()>,
 }
 
-/// The first retry's wait after a failed bind, and the longest (ECS: 1 s doubling to 1 min).
-const RETRY_FIRST: Duration = Duration::from_secs(1);
-const RETRY_MAX: Duration = Duration::from_secs(60);
+/// The waits between binds after a failed one (ECS: 1 s doubling to 1 min).
+const BIND_RETRY: RetryPolicy = RetryPolicy {
+    first: Duration::from_secs(1),
+    max: Duration::from_secs(60),
+};
 
 impl IntrospectionServer {
     /// Listen on `addr` and serve `directory`'s tasks until [`IntrospectionServer::shutdown`].
@@ -391,11 +394,12 @@ impl IntrospectionServer {
         let local_addr = first.as_ref().ok().and_then(|l| l.local_addr().ok());
         let task = tokio::spawn(async move {
             let mut attempt = first;
-            let mut delay = RETRY_FIRST;
+            let mut backoff = BIND_RETRY.backoff();
             let listener = loop {
                 match attempt {
                     Ok(l) => break l,
                     Err(e) => {
+                        let delay = backoff.next_delay();
                         tracing::warn!(
                             "cannot listen on {addr} for the introspection API: {e}; retrying in {}s \
                              (--introspection-addr ADDR chooses another address, off serves none)",
@@ -405,7 +409,6 @@ impl IntrospectionServer {
                             () = tokio::time::sleep(delay) => {}
                             _ = stopped.wait_for(|s| *s) => return,
                         }
-                        delay = (delay * 2).min(RETRY_MAX);
                         attempt = TcpListener::bind(addr).await;
                         if attempt.is_ok() {
                             tracing::info!(%addr, "introspection API listening");
