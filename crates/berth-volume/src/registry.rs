@@ -190,6 +190,15 @@ impl Registry {
         })
     }
 
+    /// Wait until a save holding every change applied so far is durable; its failure names the
+    /// change (`what` happened) that is not.
+    async fn durable(&self, what: impl FnOnce() -> String) -> Result<(), Error> {
+        self.committer.commit().await.map_err(|source| Error::Save {
+            what: what(),
+            source,
+        })
+    }
+
     /// The directory under which new volumes get their mount point.
     pub fn mount_root(&self) -> &Path {
         &self.mount_root
@@ -400,13 +409,8 @@ impl Registry {
         locked(&self.data).remove(name);
         self.remove_mount_point(name, &path);
         drop(lock);
-        self.committer
-            .commit()
-            .await
-            .map_err(|source| Error::Save {
-                what: format!("volume {name} was removed"),
-                source,
-            })?;
+        self.durable(|| format!("volume {name} was removed"))
+            .await?;
         tracing::info!(volume = name, "removed");
         Ok(())
     }
@@ -634,13 +638,8 @@ impl Registry {
             }
         }
         drop(lock);
-        self.committer
-            .commit()
-            .await
-            .map_err(|source| Error::Save {
-                what: format!("{n} reference(s) of ID {id} on {name} were released"),
-                source,
-            })?;
+        self.durable(|| format!("{n} reference(s) of ID {id} on {name} were released"))
+            .await?;
         Ok(Some(Released {
             released: n,
             remaining: total - n,

@@ -292,7 +292,7 @@ async fn details_of<R: Runtime>(s: &Shared<R>, tasks: &[Arc<TaskState>]) -> Vec<
         .collect();
     let read: Vec<(usize, usize, Option<Arc<ContainerDetails>>)> =
         futures_util::stream::iter(wanted)
-            .map(|(t, i)| async move { (t, i, details(s, &tasks[t], i).await) })
+            .map(|(t, i)| async move { (t, i, s.details.get(&*s.rt, &tasks[t], i).await) })
             .buffer_unordered(DETAIL_READS)
             .collect()
             .await;
@@ -304,15 +304,6 @@ async fn details_of<R: Runtime>(s: &Shared<R>, tasks: &[Arc<TaskState>]) -> Vec<
         out[t][i] = d;
     }
     out
-}
-
-/// Container `i`'s Docker details: kept ones, else read (and kept once it has reached RUNNING).
-async fn details<R: Runtime>(
-    s: &Shared<R>,
-    state: &TaskState,
-    i: usize,
-) -> Option<Arc<ContainerDetails>> {
-    s.details.get(&*s.rt, state, i).await
 }
 
 /// The running API. Dropping it leaves the listener running until the runtime ends; call

@@ -201,25 +201,16 @@ impl<R: Runtime> FromRequestParts<Arc<Shared<R>>> for Asked {
     }
 }
 
-/// Container `i`'s Docker details (cached), None when it has no Docker id or the runtime fails.
-async fn details<R: Runtime>(
-    s: &Shared<R>,
-    state: &TaskState,
-    i: usize,
-) -> Option<Arc<ContainerDetails>> {
-    s.details.get(&*s.rt, state, i).await
-}
-
 async fn container<R: Runtime>(
     State(s): State<Arc<Shared<R>>>,
     Asked { entry, i }: Asked,
     version: Version,
 ) -> Response {
     let state = entry.snapshot();
-    let d = details(&s, &state, i).await;
+    let d = s.details.get(&*s.rt, &state, i).await;
     let pause = match state.pause_index() {
         Some(p) if state.definition.network_mode == NetworkMode::Awsvpc => {
-            details(&s, &state, p).await
+            s.details.get(&*s.rt, &state, p).await
         }
         _ => None,
     };
@@ -243,9 +234,10 @@ async fn task<R: Runtime>(
     with_tags: bool,
 ) -> Response {
     let state = entry.snapshot();
-    let all =
-        futures_util::future::join_all((0..state.containers.len()).map(|i| details(&s, &state, i)))
-            .await;
+    let all = futures_util::future::join_all(
+        (0..state.containers.len()).map(|i| s.details.get(&*s.rt, &state, i)),
+    )
+    .await;
     // Identifies this server's rendering (another server may share the directory).
     let server = Arc::as_ptr(&s) as usize;
     let variant = (version, with_tags);
