@@ -1,5 +1,6 @@
-//! Serving a router with bounds: the accept loop both APIs share (the control API's Unix socket,
-//! each metadata listener).
+//! Serving a router with bounds: the accept loop every API shares (the control API's Unix socket,
+//! each metadata listener, the introspection listener), and [`TcpServers`], the start and
+//! shutdown of the TCP listeners the metadata endpoint and the introspection API share.
 //!
 //! `axum::serve` accepts without limit and builds hyper's connections without a timer, so hyper's
 //! header-read timeout never runs there; a client that sends half a request holds its file
@@ -23,6 +24,7 @@
 //! Each connection is a task of a `JoinSet` owned by the loop: dropping the loop's future (or
 //! aborting its task) drops every connection with it.
 
+use crate::lock;
 use axum::Router;
 use axum::serve::Listener;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -30,10 +32,11 @@ use hyper_util::service::TowerToHyperService;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// hyper's smallest allowed read buffer (`max_buf_size` panics below it).
 const MIN_BUF: usize = 8 * 1024;
@@ -97,12 +100,6 @@ impl PeerAddr for tokio::net::unix::SocketAddr {
 }
 
 type Counts = Arc<Mutex<HashMap<IpAddr, usize>>>;
-
-/// The counts hold plain numbers changed under the lock in one step: a poisoned lock's data is
-/// still good.
-fn lock(m: &Mutex<HashMap<IpAddr, usize>>) -> MutexGuard<'_, HashMap<IpAddr, usize>> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// One open connection of a client address; released on drop.
 struct ClientSlot {
@@ -209,4 +206,75 @@ pub async fn serve<L>(
     drop(listener);
     let _ = closing.send(true);
     while conns.join_next().await.is_some() {}
+}
+
+/// Serve `app` on a TCP listener (answers without Nagle's delay: the exchanges are small) until
+/// `stop` completes, as [`serve`] does.
+pub async fn serve_tcp(
+    listener: TcpListener,
+    app: Router,
+    limits: ServerLimits,
+    stop: impl Future<Output = ()>,
+    name: &'static str,
+) {
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        // Small request/answer exchanges: never wait to coalesce.
+        let _ = tcp.set_nodelay(true);
+    });
+    serve(listener, app, limits, stop, name).await;
+}
+
+/// How long [`TcpServers::shutdown`] lets open connections finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The TCP listeners of one server (the metadata endpoint's main and bridge listeners, the
+/// introspection API's), each served on its own task, all stopped by one
+/// [`TcpServers::shutdown`]. Dropping it leaves them running until the runtime ends.
+pub(crate) struct TcpServers {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl TcpServers {
+    pub(crate) fn new() -> Self {
+        TcpServers {
+            stop: watch::channel(false).0,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Completes once [`TcpServers::shutdown`] is called (at once if it was).
+    pub(crate) fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut stopped = self.stop.subscribe();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    }
+
+    /// Run `task` (which ends when [`TcpServers::stopped`] completes) among the servers.
+    pub(crate) fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.push(tokio::spawn(task));
+    }
+
+    /// Serve `app` on `listener` ([`serve_tcp`]) until the shutdown.
+    pub(crate) fn serve(
+        &mut self,
+        listener: TcpListener,
+        app: Router,
+        limits: ServerLimits,
+        name: &'static str,
+    ) {
+        let stop = self.stopped();
+        self.spawn(serve_tcp(listener, app, limits, stop, name));
+    }
+
+    /// Stop listening; open connections get [`SHUTDOWN_GRACE`] to finish, then are dropped.
+    pub(crate) async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for mut t in self.tasks {
+            if tokio::time::timeout(SHUTDOWN_GRACE, &mut t).await.is_err() {
+                t.abort();
+            }
+        }
+    }
 }

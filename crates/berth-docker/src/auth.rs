@@ -17,8 +17,9 @@
 //! restart; a missing file means no logins. A broken file or a failing helper is an error that
 //! names the file or the helper (with its stderr). Nothing here logs or formats a secret.
 //!
-//! Registry names follow Docker's rules ([`registry_host`]): a first path component without a dot
-//! or a colon, other than `localhost`, is a Docker Hub repository (`docker.io`); keys of auth maps
+//! Registry names follow Docker's rules ([`registry_host`], read by the engine's one reference
+//! parser, [`ImageRef`]): a first path component without a dot or a colon, other than `localhost`
+//! and not upper case, is a Docker Hub repository (`docker.io`); keys of auth maps
 //! may carry a scheme and a path (`https://index.docker.io/v1/`, `registry.example.com/team`),
 //! and the longest key whose registry matches and whose path is a prefix of the repository wins
 //! (as ECS matches its engine auth data).
@@ -30,6 +31,7 @@ use base64::Engine as _;
 use berth_engine::auth::{
     AuthError, RegistryAuth, RegistryAuthResolver, SecretLookup, login_from_secret,
 };
+use berth_engine::image_ref::{DOCKER_HUB, ImageRef, is_docker_hub};
 use futures_util::future::{BoxFuture, FutureExt};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,8 +39,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
-/// Docker Hub's registry name, as references are normalised.
-pub const DOCKER_HUB: &str = "docker.io";
 /// The server address Docker uses for Docker Hub logins (`docker login`'s key in `config.json`,
 /// and what credential helpers are asked for).
 pub const DOCKER_HUB_SERVER: &str = "https://index.docker.io/v1/";
@@ -46,39 +46,12 @@ pub const DOCKER_HUB_SERVER: &str = "https://index.docker.io/v1/";
 /// How long a credential helper may take by default.
 pub const DEFAULT_HELPER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The registry of an image reference, by Docker's rules: `busybox`, `library/busybox` and
-/// `team/app:1` are on `docker.io`; `127.0.0.1:5000/x`, `localhost/x` and `registry.example.com/x`
-/// name their registry. Docker Hub's other names (`index.docker.io`, `registry-1.docker.io`)
-/// become `docker.io`.
+/// The registry a login for `image` is looked up for, by Docker's rules ([`ImageRef`]):
+/// `busybox`, `library/busybox` and `team/app:1` are on `docker.io`; `127.0.0.1:5000/x`,
+/// `localhost/x` and `registry.example.com/x` name their registry. Docker Hub's other names
+/// (`index.docker.io`, `registry-1.docker.io`) become `docker.io`.
 pub fn registry_host(image: &str) -> String {
-    split_registry(image).0
-}
-
-/// (registry, repository path without tag or digest).
-fn split_registry(image: &str) -> (String, String) {
-    let name = image.split('@').next().unwrap_or(image);
-    let (first, rest) = match name.split_once('/') {
-        Some((first, rest))
-            if first.contains('.') || first.contains(':') || first == "localhost" =>
-        {
-            (normalize_host(first), rest)
-        }
-        _ => (DOCKER_HUB.to_string(), name),
-    };
-    // The tag is after the last colon of the last component.
-    let repo = match rest.rfind(':') {
-        Some(i) if !rest[i..].contains('/') => &rest[..i],
-        _ => rest,
-    };
-    (first, repo.to_string())
-}
-
-fn normalize_host(host: &str) -> String {
-    let lower = host.to_ascii_lowercase();
-    match lower.as_str() {
-        "index.docker.io" | "registry-1.docker.io" | "docker.io" => DOCKER_HUB.to_string(),
-        _ => host.to_string(),
-    }
+    ImageRef::split(image).login_registry().to_string()
 }
 
 /// The server address a login for `host` is sent with (and a credential helper asked for).
@@ -105,17 +78,24 @@ fn split_key(key: &str) -> (String, String) {
         None if path == "v1" || path == "v2" => "",
         _ => path,
     };
-    (normalize_host(host), path.trim_matches('/').to_string())
+    let host = if is_docker_hub(host) {
+        DOCKER_HUB
+    } else {
+        host
+    };
+    (host.to_string(), path.trim_matches('/').to_string())
 }
 
 /// The key of `keys` that applies to `image`: its registry matches and its namespace (if any) is a
-/// prefix of the repository path; the longest namespace wins.
+/// prefix of the repository path, as written or as Docker names it (`busybox` is also
+/// `library/busybox`); the longest namespace wins.
 fn best_key<'k>(keys: impl Iterator<Item = &'k String>, image: &str) -> Option<&'k String> {
-    let (host, repo) = split_registry(image);
+    let image = ImageRef::split(image);
+    let under = |repo: &str, ns: &str| repo == ns || repo.starts_with(&format!("{ns}/"));
     keys.filter_map(|k| {
         let (h, ns) = split_key(k);
-        let applies =
-            h == host && (ns.is_empty() || repo == ns || repo.starts_with(&format!("{ns}/")));
+        let applies = h == image.login_registry()
+            && (ns.is_empty() || under(image.path(), &ns) || under(image.familiar_path(), &ns));
         applies.then_some((ns.len(), k))
     })
     .max_by_key(|(len, _)| *len)
@@ -627,6 +607,15 @@ impl RegistryAuthResolver for AuthChain {
 mod tests {
     use super::*;
 
+    /// (registry, repository path as Docker shows it), for the assertions below.
+    fn split_registry(image: &str) -> (String, String) {
+        let r = ImageRef::split(image);
+        (
+            r.login_registry().to_string(),
+            r.familiar_path().to_string(),
+        )
+    }
+
     #[test]
     fn registries_follow_dockers_rules() {
         for (image, host) in [
@@ -688,6 +677,25 @@ mod tests {
         );
         assert_eq!(best("127.0.0.1:5001/x:1"), None);
         assert_eq!(best("other.example.com/x"), None);
+    }
+
+    #[test]
+    fn a_hub_namespace_matches_the_name_as_written_or_as_docker_names_it() {
+        let keys: Vec<String> = ["docker.io/library", "registry-1.docker.io/team"]
+            .map(String::from)
+            .to_vec();
+        let best = |image| best_key(keys.iter(), image).map(String::as_str);
+        for image in ["busybox", "library/busybox:1", "docker.io/library/busybox"] {
+            assert_eq!(best(image), Some("docker.io/library"), "{image}");
+        }
+        for image in [
+            "team/app",
+            "index.docker.io/team/app",
+            "registry-1.docker.io/team/app",
+        ] {
+            assert_eq!(best(image), Some("registry-1.docker.io/team"), "{image}");
+        }
+        assert_eq!(best("other/app"), None);
     }
 
     #[test]

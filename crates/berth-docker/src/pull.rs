@@ -16,13 +16,16 @@
 //!   inactivity (`Timeouts::pull_inactivity`: no message on the stream for that long aborts the
 //!   attempt, retriably).
 //! - Retriable failures (see [`crate::errors::pull_error`]) are retried up to
-//!   [`PullRetry::attempts`] times, with exponential backoff and jitter between attempts; a
-//!   permanent failure ends the pull at once.
+//!   [`PullRetry::attempts`] times, with exponential backoff and jitter between attempts (a
+//!   `backon` loop on the engine's one schedule, `berth_engine::retry`); a permanent failure ends
+//!   the pull at once.
 //! - [`LayerProgress`] sums the per-layer progress of Docker's pull stream for the sink.
-//! - [`split_reference`]: `repo[:tag][@digest]` into `fromImage` and `tag`.
-//!
-//! Limits: the jitter comes from the clock's nanoseconds (spreading retries, not security).
+//! - [`split_reference`]: `repo[:tag][@digest]` into `fromImage` and `tag`, by the engine's
+//!   reference parser (`berth_engine::image_ref`).
 
+use backon::{ExponentialBuilder, Retryable};
+use berth_engine::image_ref::{DEFAULT_TAG, ImageRef};
+use berth_engine::retry::RetryPolicy;
 use berth_engine::runtime::{ProgressSink, PullProgress, RegistryAuth, RuntimeError};
 use bollard::Docker;
 use bollard::auth::DockerCredentials;
@@ -43,6 +46,21 @@ pub struct PullRetry {
     pub attempts: u32,
     pub min_backoff: Duration,
     pub max_backoff: Duration,
+}
+
+impl PullRetry {
+    /// The waits between attempts, `attempts - 1` of them: `min_backoff` doubling to
+    /// `max_backoff`, each scaled by a random factor in [0.5, 1). backon's jitter adds a random
+    /// 0–100 % to a wait, so its schedule runs at half those values: the same range.
+    fn schedule(&self) -> ExponentialBuilder {
+        RetryPolicy {
+            first: self.min_backoff / 2,
+            max: self.max_backoff / 2,
+        }
+        .exponential()
+        .with_jitter()
+        .with_max_times(usize::try_from(self.attempts.saturating_sub(1)).unwrap_or(usize::MAX))
+    }
 }
 
 impl Default for PullRetry {
@@ -200,8 +218,8 @@ impl Pulls {
     }
 }
 
-/// The attempts of one pull: retriable failures are retried after [`backoff`], up to
-/// `retry.attempts` in all; the last error is returned.
+/// The attempts of one pull: retriable failures are retried on [`PullRetry::schedule`], up to
+/// `retry.attempts` in all; the last error is returned. Every failure is logged.
 async fn pull_with_retries(
     docker: Docker,
     engine: &str,
@@ -211,56 +229,34 @@ async fn pull_with_retries(
     inactivity: Duration,
     progress: Option<ProgressSink>,
 ) -> Result<(), RuntimeError> {
-    let mut last = None;
-    for attempt in 1..=retry.attempts.max(1) {
-        match pull_once(
-            &docker,
-            engine,
-            &image,
-            auth.as_ref(),
-            inactivity,
-            progress.as_ref(),
-        )
-        .await
-        {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                let retriable = matches!(
-                    e,
-                    RuntimeError::PullFailed {
-                        retriable: true,
-                        ..
-                    }
-                );
-                tracing::warn!(%image, attempt, error = %e, retriable, "pull failed");
-                last = Some(e);
-                if !retriable || attempt == retry.attempts {
-                    break;
-                }
-                tokio::time::sleep(backoff(retry, attempt)).await;
+    let (docker, image, auth, progress) =
+        (&docker, image.as_str(), auth.as_ref(), progress.as_ref());
+    let mut attempt = 0u32;
+    let once = move || {
+        attempt += 1;
+        let n = attempt;
+        async move {
+            let r = pull_once(docker, engine, image, auth, inactivity, progress).await;
+            if let Err(e) = &r {
+                tracing::warn!(%image, attempt = n, error = %e, retriable = retriable(e), "pull failed");
             }
+            r
         }
-    }
-    Err(last.unwrap_or_else(|| RuntimeError::Other(format!("pull of {image} made no attempt"))))
+    };
+    once.retry(retry.schedule())
+        .sleep(tokio::time::sleep)
+        .when(retriable)
+        .await
 }
 
-/// Exponential backoff with jitter: min * 2^(attempt-1), capped, then scaled by a random 0.5..1.0.
-fn backoff(retry: PullRetry, attempt: u32) -> Duration {
-    let exp = retry
-        .min_backoff
-        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
-        .min(retry.max_backoff);
-    let jitter: f64 = 0.5 + rand_unit() * 0.5;
-    exp.mul_f64(jitter)
-}
-
-/// A random number in [0, 1) from the system clock's nanoseconds (jitter only, not security).
-fn rand_unit() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    f64::from(nanos % 1000) / 1000.0
+fn retriable(e: &RuntimeError) -> bool {
+    matches!(
+        e,
+        RuntimeError::PullFailed {
+            retriable: true,
+            ..
+        }
+    )
 }
 
 /// Per-layer progress of one pull, summed for the progress sink.
@@ -394,20 +390,21 @@ fn explain_refusal(e: RuntimeError, image: &str, auth: Option<&RegistryAuth>) ->
     }
 }
 
-/// Split `repo[:tag][@digest]` into the `fromImage` and `tag` parameters of `POST /images/create`.
-/// A registry port (`host:5000/repo`) is not a tag; no tag means `latest`.
+/// Split `repo[:tag][@digest]` into the `fromImage` and `tag` parameters of `POST /images/create`,
+/// by the engine's one reference parser ([`ImageRef`]): the name as written and the tag (`latest`
+/// when none is given; a registry port, `host:5000/repo`, is not a tag), or the whole reference
+/// and no tag when it has a digest. Validity is the Engine's to judge (it refuses with its words).
 pub fn split_reference(image: &str) -> (&str, Option<&str>) {
-    if image.contains('@') {
+    let r = ImageRef::split(image);
+    if r.digest().is_some() {
         return (image, None);
     }
-    let last_slash = image.rfind('/').map_or(0, |i| i + 1);
-    match image[last_slash..].rfind(':') {
-        Some(i) => {
-            let at = last_slash + i;
-            (&image[..at], Some(&image[at + 1..]))
-        }
-        None => (image, Some("latest")),
-    }
+    let tag = match r.tag() {
+        // The tag is the end of `image`, after the name and a colon.
+        Some(t) => image.get(image.len() - t.len()..).unwrap_or(DEFAULT_TAG),
+        None => DEFAULT_TAG,
+    };
+    (r.written_name(image), Some(tag))
 }
 
 #[cfg(test)]
@@ -553,6 +550,40 @@ mod tests {
     }
 
     #[test]
+    fn retries_wait_half_to_all_of_the_doubling_schedule() {
+        use backon::BackoffBuilder;
+        let retry = PullRetry::default();
+        for _ in 0..50 {
+            let waits: Vec<Duration> = retry.schedule().build().collect();
+            assert_eq!(waits.len(), 4, "5 attempts, 4 waits");
+            for (n, wait) in waits.iter().enumerate() {
+                let full = retry
+                    .min_backoff
+                    .saturating_mul(1 << n)
+                    .min(retry.max_backoff);
+                assert!(
+                    *wait >= full / 2 && *wait < full + Duration::from_millis(1),
+                    "wait {n}: {wait:?} of {full:?}"
+                );
+            }
+        }
+        let one = PullRetry {
+            attempts: 1,
+            ..PullRetry::default()
+        };
+        assert_eq!(one.schedule().build().count(), 0, "one attempt, no wait");
+        let zero = PullRetry {
+            attempts: 0,
+            ..PullRetry::default()
+        };
+        assert_eq!(
+            zero.schedule().build().count(),
+            0,
+            "at least one attempt, no wait"
+        );
+    }
+
+    #[test]
     fn references_split_into_repo_and_tag() {
         assert_eq!(split_reference("busybox"), ("busybox", Some("latest")));
         assert_eq!(split_reference("busybox:1"), ("busybox", Some("1")));
@@ -565,5 +596,15 @@ mod tests {
             ("127.0.0.1:5000/a/b", Some("2"))
         );
         assert_eq!(split_reference("x@sha256:abc"), ("x@sha256:abc", None));
+        assert_eq!(
+            split_reference("docker.io/x:1@sha256:abc"),
+            ("docker.io/x:1@sha256:abc", None)
+        );
+        assert_eq!(split_reference("busybox:"), ("busybox", Some("")));
+        assert_eq!(
+            split_reference("localhost:5000"),
+            ("localhost", Some("5000")),
+            "a one-component name has no registry"
+        );
     }
 }

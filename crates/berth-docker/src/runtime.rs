@@ -2,7 +2,8 @@
 //!
 //! Each call runs under its timeout ([`crate::connection::timed`]) and applies the call-specific
 //! rules that make it idempotent for the engine: stop treats 304 (already stopped) as success and
-//! retries a timed-out or unavailable Engine up to five times with backoff; kill treats 409 (not
+//! retries a timed-out or unavailable Engine up to five times with backoff (backon, on the engine's
+//! one schedule); kill treats 409 (not
 //! running) as success; container and volume removal treat 404 as success, container removal 409
 //! "already in progress" too; image and volume inspect answer 404 as "absent". Pulls go through
 //! [`crate::pull`]; an image import (`fromSrc=-`) sends its tar and reads the Engine's progress
@@ -12,6 +13,9 @@
 //! Also: the list of managed containers, the Engine's data root and container logs (used by the agent and `berth run`,
 //! not part of the trait).
 
+use backon::Retryable;
+use berth_engine::image_ref::{DEFAULT_TAG, ImageRef};
+use berth_engine::retry::RetryPolicy;
 use berth_engine::runtime::{
     ContainerDetails, ContainerInfo, ContainerSummary, ImageSummary, NetworkInfo, ProgressSink,
     RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
@@ -37,6 +41,15 @@ use crate::inspect::{
     ManagedContainer, details_of, image_of, info_of, listed_of, managed_of, network_info_of,
 };
 use crate::pull::{PullRetry, Pulls, split_reference};
+
+/// How many times a stop is sent while the Engine is unreachable or the call times out (ECS: 5).
+const STOP_ATTEMPTS: usize = 5;
+
+/// The waits between those attempts: 0.5 s doubling, at most 8 s.
+const STOP_RETRY: RetryPolicy = RetryPolicy {
+    first: Duration::from_millis(500),
+    max: Duration::from_secs(8),
+};
 
 /// An unreachable Engine's error names the address tried and what to check.
 pub(crate) fn name_engine(engine: &str, e: RuntimeError) -> RuntimeError {
@@ -339,17 +352,15 @@ impl Runtime for DockerRuntime {
         .await
     }
 
+    /// Tried up to [`STOP_ATTEMPTS`] times while the Engine is unreachable or the call times out,
+    /// on [`STOP_RETRY`].
     async fn stop(&self, id: &str, timeout_secs: u32) -> Result<(), RuntimeError> {
         let t = i32::try_from(timeout_secs).unwrap_or(i32::MAX);
         let opts = StopContainerOptionsBuilder::default().t(t).build();
         let limit = Duration::from_secs(u64::from(timeout_secs)) + self.timeouts.stop_extra;
-        let mut delay = Duration::from_millis(500);
-        for attempt in 1..=5 {
-            let result = match tokio::time::timeout(
-                limit,
-                self.docker.stop_container(id, Some(opts.clone())),
-            )
-            .await
+        let once = || async {
+            match tokio::time::timeout(limit, self.docker.stop_container(id, Some(opts.clone())))
+                .await
             {
                 Ok(Ok(())) => Ok(()),
                 // 304 Not Modified: the container was already stopped.
@@ -361,22 +372,17 @@ impl Runtime for DockerRuntime {
                     "container stop did not finish within {}s",
                     limit.as_secs()
                 ))),
-            };
-            match result {
-                Ok(()) => return Ok(()),
-                Err(e @ (RuntimeError::Unavailable(_) | RuntimeError::Timeout(_)))
-                    if attempt < 5 =>
-                {
-                    tracing::warn!(container = %id, attempt, error = %e, "stop failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(8));
-                }
-                Err(e) => return Err(e),
             }
-        }
-        Err(RuntimeError::Timeout(format!(
-            "stop of {id} failed 5 times"
-        )))
+        };
+        let mut attempt = 0u32;
+        once.retry(STOP_RETRY.exponential().with_max_times(STOP_ATTEMPTS - 1))
+            .sleep(tokio::time::sleep)
+            .when(|e| matches!(e, RuntimeError::Unavailable(_) | RuntimeError::Timeout(_)))
+            .notify(|e, _| {
+                attempt += 1;
+                tracing::warn!(container = %id, attempt, error = %e, "stop failed; retrying");
+            })
+            .await
     }
 
     async fn kill(&self, id: &str) -> Result<(), RuntimeError> {
@@ -580,16 +586,25 @@ impl Runtime for DockerRuntime {
     }
 }
 
-/// `repository:tag` of an image to import (`latest` when no tag is given). A digest cannot be
-/// given: the Engine computes the imported image's digest.
+/// `repository:tag` of an image to import (`latest` when no tag is given), checked by Docker's
+/// grammar ([`ImageRef::parse`]). A digest cannot be given: the Engine computes the imported
+/// image's digest.
 fn import_reference(image: &str) -> Result<(&str, &str), RuntimeError> {
-    match split_reference(image) {
-        (repo, Some(tag)) if !repo.is_empty() && !tag.is_empty() => Ok((repo, tag)),
-        _ => Err(RuntimeError::Other(format!(
+    let refuse = |why: String| {
+        RuntimeError::Other(format!(
             "cannot import an image as {image:?}: expected repository[:tag], e.g. berth/pause:1 \
-             (an imported image is named by repository and tag; the Engine computes its digest)"
-        ))),
+             ({why})"
+        ))
+    };
+    let r = ImageRef::parse(image).map_err(|e| refuse(e.to_string()))?;
+    if r.digest().is_some() {
+        return Err(refuse(
+            "an imported image is named by repository and tag; the Engine computes its digest"
+                .to_string(),
+        ));
     }
+    let (repo, tag) = split_reference(image);
+    Ok((repo, tag.unwrap_or(DEFAULT_TAG)))
 }
 
 #[cfg(test)]

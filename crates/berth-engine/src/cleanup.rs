@@ -13,7 +13,7 @@
 //! task a network of its own; the step that removes one belongs between 2 and 3.
 //!
 //! Invariants: nothing is ever forced — every refusal is reported with its reason and the caller
-//! decides when to try again ([`RetryPolicy`], the agent's schedule); a step's refusal does not stop
+//! decides when to try again ([`crate::retry::RetryPolicy`]'s default, the agent's schedule); a step's refusal does not stop
 //! the next steps (each is safe alone); a task that has not finished (STOPPED with nothing in
 //! flight) is refused as a whole, with nothing removed, so an actor that returned early (cancelled)
 //! is never cleaned up under running containers. [`remove_task_directory`] is step 3 alone, for
@@ -27,7 +27,6 @@ use crate::spec;
 use crate::state::{Status, TaskState};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Something cleanup did not remove, and why.
 #[derive(Debug)]
@@ -160,92 +159,9 @@ fn task_directory(data_dir: &Path, task_id: &str) -> (PathBuf, PathBuf) {
     (data_dir.join("tasks"), spec::task_dir(data_dir, task_id))
 }
 
-/// When a refused cleanup is tried again: after `first`, then twice as long each time, never
-/// longer than `max`. The agent's schedule is the default: 10 s doubling to 10 min.
-///
-/// Hand-written: the agent also retries at once when asked (`berth rm`), which a retry crate's
-/// loop does not model; the schedule itself is three lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    pub first: Duration,
-    pub max: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            first: Duration::from_secs(10),
-            max: Duration::from_secs(600),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// A fresh schedule, starting at `first`.
-    pub fn backoff(&self) -> Backoff {
-        Backoff {
-            policy: *self,
-            attempts: 0,
-        }
-    }
-
-    /// The wait after the `failures`-th failure in a row (1 = the first): `first`, doubled for
-    /// each failure before it, never above `max`. The decision core computes a stop's next
-    /// attempt from this without keeping a [`Backoff`] (its state is the failure count it stores).
-    pub fn delay(&self, failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(31);
-        self.first.saturating_mul(1u32 << doublings).min(self.max)
-    }
-}
-
-/// One cleanup's schedule of retries (see [`RetryPolicy`]).
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    policy: RetryPolicy,
-    attempts: u32,
-}
-
-impl Backoff {
-    /// How long to wait before the next attempt; each call doubles the following one, up to the
-    /// policy's maximum.
-    pub fn next_delay(&mut self) -> Duration {
-        self.attempts = self.attempts.saturating_add(1);
-        self.policy.delay(self.attempts)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_default_schedule_doubles_from_ten_seconds_to_ten_minutes() {
-        let mut b = RetryPolicy::default().backoff();
-        let secs: Vec<u64> = (0..9).map(|_| b.next_delay().as_secs()).collect();
-        assert_eq!(secs, [10, 20, 40, 80, 160, 320, 600, 600, 600]);
-    }
-
-    #[test]
-    fn a_first_delay_above_the_maximum_is_capped() {
-        let mut b = RetryPolicy {
-            first: Duration::from_secs(5),
-            max: Duration::from_secs(1),
-        }
-        .backoff();
-        assert_eq!(b.next_delay(), Duration::from_secs(1));
-        assert_eq!(b.next_delay(), Duration::from_secs(1));
-    }
-
-    #[test]
-    fn the_delay_after_n_failures_is_the_backoffs_nth_and_never_overflows() {
-        let p = RetryPolicy::default();
-        let mut b = p.backoff();
-        for n in 1..=12 {
-            assert_eq!(p.delay(n), b.next_delay(), "failure {n}");
-        }
-        assert_eq!(p.delay(0), p.first);
-        assert_eq!(p.delay(u32::MAX), p.max);
-    }
 
     #[test]
     fn refusals_read_as_before() {

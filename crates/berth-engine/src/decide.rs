@@ -40,8 +40,8 @@
 //!   retry as its timer). Only an exit, Docker's "no such container" or an inspect that says it
 //!   does not run makes it STOPPED.
 
-use crate::cleanup::RetryPolicy;
 use crate::restart::{self, Exit};
+use crate::retry::RetryPolicy;
 use crate::state::{
     EXIT_CODE_NOT_RUN, Health, Millis, Op, PendingExit, Status, StopKind, TaskState,
 };

@@ -31,7 +31,8 @@
 //! forgotten (so `once` pulls it again), and the bytes freed are Docker's size of the image
 //! (shared layers make the space actually freed smaller or equal).
 
-use crate::image_use::{ImageLeases, ImageRecords, TrackedImage, normalize};
+use crate::image_ref::normalize;
+use crate::image_use::{ImageLeases, ImageRecords, TrackedImage};
 use crate::runtime::{ContainerSummary, ImageSummary, Runtime, RuntimeError};
 use crate::state::Millis;
 use std::collections::{BTreeMap, BTreeSet};

@@ -16,36 +16,17 @@
 //!   then sees the image absent and pulls it again per its pull behaviour (cleanup forgets a
 //!   removed image's pull record first, so `once` pulls it again too).
 //!
-//! Names are compared in Docker's normal form ([`normalize`]): `busybox`, `busybox:latest` and
-//! `docker.io/library/busybox:latest` are one image name.
+//! Names are compared in Docker's normal form ([`crate::image_ref::normalize`]): `busybox`,
+//! `busybox:latest` and `docker.io/library/busybox:latest` are one image name.
 //!
 //! Invariants: a lease and a removal never hold the same name at once; dropping either wakes the
 //! waiters. The map's mutex is never held across an `.await`.
 
+use crate::image_ref::normalize;
 use crate::state::Millis;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
-
-/// An image reference in Docker's normal form: Docker Hub's `docker.io/` and `library/` prefixes
-/// dropped (as Docker lists such images), `:latest` added when there is neither tag nor digest.
-pub fn normalize(reference: &str) -> String {
-    let r = reference.trim();
-    let r = r
-        .strip_prefix("docker.io/")
-        .or_else(|| r.strip_prefix("index.docker.io/"))
-        .map(|rest| rest.strip_prefix("library/").unwrap_or(rest))
-        .unwrap_or(r);
-    if r.contains('@') {
-        return r.to_string();
-    }
-    let last = r.rsplit('/').next().unwrap_or(r);
-    if last.contains(':') {
-        r.to_string()
-    } else {
-        format!("{r}:latest")
-    }
-}
 
 /// One image the store tracks: berth pulled it or a task of berth's used it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

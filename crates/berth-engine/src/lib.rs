@@ -1,10 +1,10 @@
 //! berth-engine: runs tasks. A pure decision core ([`decide`](mod@decide)) over plain task state
 //! ([`state`]), the per-task actor that performs its effects ([`actor`]) through the
 //! [`runtime::Runtime`] trait, the container restart rule ([`restart`]), the one task cleanup
-//! ([`cleanup`]), create specs ([`spec`], assembled in one place by [`create_spec`]), the agent's
-//! ECS identity and its ARNs
+//! ([`cleanup`]), the one retry schedule ([`retry`]), create specs ([`spec`], assembled in one
+//! place by [`create_spec`]), the agent's ECS identity and its ARNs
 //! ([`identity`]), the secret provider seam
-//! ([`secrets`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]), the reports people and tools read ([`report`]) and berth's offline pause image
+//! ([`secrets`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]), image references read by Docker's rules ([`image_ref`]), the reports people and tools read ([`report`]) and berth's offline pause image
 //! ([`pause_image`]).
 //!
 //! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never
@@ -23,12 +23,14 @@ pub mod firelens;
 pub mod gpu;
 pub mod identity;
 pub mod image_gc;
+pub mod image_ref;
 pub mod image_use;
 pub mod pause;
 pub mod pause_image;
 pub mod pull;
 pub mod report;
 pub mod restart;
+pub mod retry;
 pub mod runtime;
 pub mod secrets;
 pub mod spec;
@@ -36,10 +38,11 @@ pub mod state;
 
 pub use actor::{Command, EngineMetrics, Persist, RunConfig, adopt, run_task};
 pub use auth::{AuthError, RegistryAuth, RegistryAuthResolver, SecretLookup};
-pub use cleanup::{CleanupReport, Refusal, RetryPolicy, cleanup_docker, cleanup_task};
+pub use cleanup::{CleanupReport, Refusal, cleanup_docker, cleanup_task};
 pub use decide::{Action, Decision, Event, Options, decide};
 pub use identity::Identity;
 pub use pull::{PullBehavior, PullRecord};
+pub use retry::RetryPolicy;
 pub use runtime::{
     ContainerDetails, ContainerInfo, NetworkInfo, Runtime, RuntimeError, RuntimeEvent,
 };

@@ -428,6 +428,17 @@ impl Walker<'_> {
         Step::Kept
     }
 
+    /// Keep `path` because `op` on it failed with `errno`.
+    fn failed(&mut self, path: &Path, op: Op, errno: impl Into<Errno>) -> Step {
+        self.keep(
+            path,
+            KeepReason::Failed {
+                op,
+                errno: errno.into(),
+            },
+        )
+    }
+
     /// Deal with one entry of `parent`: unlink it, or open it for descending, or keep it.
     fn entry(&mut self, parent: BorrowedFd<'_>, name: &OsStr, path: &Path, canon: &Path) -> Step {
         // A type change (directory <-> not) between the probe and the action is retried with a
@@ -436,16 +447,7 @@ impl Walker<'_> {
             let probe = match detect::probe(parent, name) {
                 Ok(p) => p,
                 Err(E::NOENT) => return Step::Done,
-                Err(e) => {
-                    let errno = e.into();
-                    return self.keep(
-                        path,
-                        KeepReason::Failed {
-                            op: Op::Stat,
-                            errno,
-                        },
-                    );
-                }
+                Err(e) => return self.failed(path, Op::Stat, e),
             };
             if let Some(d) = detect::boundary(&probe, &self.home, self.methods) {
                 return self.keep(path, KeepReason::MountPoint(d));
@@ -464,27 +466,13 @@ impl Walker<'_> {
                                 keeps: false,
                                 self_kept: false,
                             })),
-                            Err(e) => self.keep(
-                                path,
-                                KeepReason::Failed {
-                                    op: Op::ReadDir,
-                                    errno: e.into(),
-                                },
-                            ),
+                            Err(e) => self.failed(path, Op::ReadDir, e),
                         };
                     }
                     Opened::Boundary(d) => return self.keep(path, KeepReason::MountPoint(d)),
                     Opened::NotDir => continue,
                     Opened::Gone => return Step::Done,
-                    Opened::Failed(errno) => {
-                        return self.keep(
-                            path,
-                            KeepReason::Failed {
-                                op: Op::Open,
-                                errno,
-                            },
-                        );
-                    }
+                    Opened::Failed(errno) => return self.failed(path, Op::Open, errno),
                 }
             }
             self.hooks.before_unlink(path);
@@ -503,16 +491,7 @@ impl Walker<'_> {
                     return self.keep(path, KeepReason::MountPoint(Detection::RemoveBusy));
                 }
                 Err(E::NOENT) => return Step::Done,
-                Err(e) => {
-                    let errno = e.into();
-                    return self.keep(
-                        path,
-                        KeepReason::Failed {
-                            op: Op::Unlink,
-                            errno,
-                        },
-                    );
-                }
+                Err(e) => return self.failed(path, Op::Unlink, e),
             }
         }
         self.keep(path, KeepReason::Replaced)
@@ -536,13 +515,7 @@ impl Walker<'_> {
                     let path = frame.path.clone();
                     frame.keeps = true;
                     frame.self_kept = true;
-                    self.keep(
-                        &path,
-                        KeepReason::Failed {
-                            op: Op::ReadDir,
-                            errno: e.into(),
-                        },
-                    );
+                    self.failed(&path, Op::ReadDir, e);
                     None
                 }
                 None => None,
@@ -553,13 +526,7 @@ impl Walker<'_> {
                     let canon = frame.canon.join(&child);
                     let step = match frame.dir.fd() {
                         Ok(fd) => self.entry(fd, &child, &path, &canon),
-                        Err(e) => self.keep(
-                            &path,
-                            KeepReason::Failed {
-                                op: Op::Open,
-                                errno: e.into(),
-                            },
-                        ),
+                        Err(e) => self.failed(&path, Op::Open, e),
                     };
                     match step {
                         Step::Descend(child) => stack.push(child),
@@ -590,14 +557,7 @@ impl Walker<'_> {
         let parent_fd = match parent.map(Dir::fd) {
             Some(Ok(fd)) => fd,
             Some(Err(e)) => {
-                let errno = e.into();
-                self.keep(
-                    &done.path,
-                    KeepReason::Failed {
-                        op: Op::Rmdir,
-                        errno,
-                    },
-                );
+                self.failed(&done.path, Op::Rmdir, e);
                 return true;
             }
             None => top_parent,

@@ -19,9 +19,11 @@
 //! older versions in one transaction and refuses newer ones.
 
 use crate::{ImageRecord, PULLED_IMAGES_FILE, StoreError};
-use berth_engine::image_use::{ImageRecords, TrackedImage, normalize};
+use berth_engine::image_ref::normalize;
+use berth_engine::image_use::{ImageRecords, TrackedImage};
 use berth_engine::{Millis, PullRecord, TaskState};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -312,36 +314,40 @@ impl Store {
         })
     }
 
-    /// Save (insert or replace) one task; durable when this returns.
-    pub fn save_task(&self, rec: &TaskRecord) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(rec).map_err(|e| db_err(&self.path, e))?;
-        self.put(TASKS, rec.state.id.as_str(), &bytes)
-    }
-
-    pub fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    /// The JSON value under `key` (None: no such key, or no such table yet); a value that does not
+    /// decode is [`StoreError::Corrupt`] naming the key.
+    fn get_json<V: DeserializeOwned>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        key: &str,
+    ) -> Result<Option<V>, StoreError> {
         let err = |e: redb::Error| self.h.err(e);
         self.h.with(|db| {
             let txn = db.begin_read().map_err(|e| err(e.into()))?;
-            let t = match txn.open_table(TASKS) {
+            let t = match txn.open_table(table) {
                 Ok(t) => t,
                 Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
                 Err(e) => return Err(err(e.into())),
             };
-            let Some(v) = t.get(id).map_err(|e| err(e.into()))? else {
+            let Some(v) = t.get(key).map_err(|e| err(e.into()))? else {
                 return Ok(None);
             };
             serde_json::from_slice(v.value())
                 .map(Some)
-                .map_err(|e| corrupt(&self.path, id, e))
+                .map_err(|e| corrupt(&self.path, key, e))
         })
     }
 
-    /// Every task in the store, in id order.
-    pub fn tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+    /// Every (key, JSON value) of `table`, in key order (none while the table does not exist);
+    /// a value that does not decode is [`StoreError::Corrupt`] naming its key.
+    fn all_json<V: DeserializeOwned>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+    ) -> Result<Vec<(String, V)>, StoreError> {
         let err = |e: redb::Error| self.h.err(e);
         self.h.with(|db| {
             let txn = db.begin_read().map_err(|e| err(e.into()))?;
-            let t = match txn.open_table(TASKS) {
+            let t = match txn.open_table(table) {
                 Ok(t) => t,
                 Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
                 Err(e) => return Err(err(e.into())),
@@ -349,13 +355,31 @@ impl Store {
             let mut out = Vec::new();
             for entry in t.iter().map_err(|e| err(e.into()))? {
                 let (k, v) = entry.map_err(|e| err(e.into()))?;
-                out.push(
-                    serde_json::from_slice(v.value())
-                        .map_err(|e| corrupt(&self.path, k.value(), e))?,
-                );
+                let value = serde_json::from_slice(v.value())
+                    .map_err(|e| corrupt(&self.path, k.value(), e))?;
+                out.push((k.value().to_string(), value));
             }
             Ok(out)
         })
+    }
+
+    /// Save (insert or replace) one task; durable when this returns.
+    pub fn save_task(&self, rec: &TaskRecord) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(rec).map_err(|e| db_err(&self.path, e))?;
+        self.put(TASKS, rec.state.id.as_str(), &bytes)
+    }
+
+    pub fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.get_json(TASKS, id)
+    }
+
+    /// Every task in the store, in id order.
+    pub fn tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(self
+            .all_json(TASKS)?
+            .into_iter()
+            .map(|(_, rec)| rec)
+            .collect())
     }
 
     pub fn delete_task(&self, id: &str) -> Result<(), StoreError> {
@@ -372,43 +396,12 @@ impl Store {
 
     /// Every tracked image, by reference (Docker's normal form).
     pub fn tracked_images(&self) -> Result<BTreeMap<String, TrackedRecord>, StoreError> {
-        let err = |e: redb::Error| self.h.err(e);
-        self.h.with(|db| {
-            let txn = db.begin_read().map_err(|e| err(e.into()))?;
-            let t = match txn.open_table(TRACKED) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
-                Err(e) => return Err(err(e.into())),
-            };
-            let mut out = BTreeMap::new();
-            for entry in t.iter().map_err(|e| err(e.into()))? {
-                let (k, v) = entry.map_err(|e| err(e.into()))?;
-                let rec = serde_json::from_slice(v.value())
-                    .map_err(|e| corrupt(&self.path, k.value(), e))?;
-                out.insert(k.value().to_string(), rec);
-            }
-            Ok(out)
-        })
+        Ok(self.all_json(TRACKED)?.into_iter().collect())
     }
 
     /// One tracked image, if the store has it.
     pub fn tracked_image(&self, reference: &str) -> Result<Option<TrackedRecord>, StoreError> {
-        let key = normalize(reference);
-        let err = |e: redb::Error| self.h.err(e);
-        self.h.with(|db| {
-            let txn = db.begin_read().map_err(|e| err(e.into()))?;
-            let t = match txn.open_table(TRACKED) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-                Err(e) => return Err(err(e.into())),
-            };
-            let Some(v) = t.get(key.as_str()).map_err(|e| err(e.into()))? else {
-                return Ok(None);
-            };
-            serde_json::from_slice(v.value())
-                .map(Some)
-                .map_err(|e| corrupt(&self.path, &key, e))
-        })
+        self.get_json(TRACKED, &normalize(reference))
     }
 
     /// Change one tracked image (created, last used at `at`, when absent) in one transaction.

@@ -190,6 +190,15 @@ impl Registry {
         })
     }
 
+    /// Wait until a save holding every change applied so far is durable; its failure names the
+    /// change (`what` happened) that is not.
+    async fn durable(&self, what: impl FnOnce() -> String) -> Result<(), Error> {
+        self.committer.commit().await.map_err(|source| Error::Save {
+            what: what(),
+            source,
+        })
+    }
+
     /// The directory under which new volumes get their mount point.
     pub fn mount_root(&self) -> &Path {
         &self.mount_root
@@ -233,8 +242,19 @@ impl Registry {
 
     /// Make sure the mount point exists as a real directory (not a symlink), then mount — or
     /// adopt what is already mounted there (a mount whose Mount answer was lost in a crash).
-    async fn mount_io(&self, name: &str, path: &Path, backend: &Backend) -> Result<()> {
-        let (path_owned, backend) = (path.to_path_buf(), backend.clone());
+    async fn mount_io(
+        &self,
+        name: &str,
+        path: &Path,
+        backend: &std::result::Result<Backend, String>,
+    ) -> Result<()> {
+        // A volume whose options name no usable backend cannot be mounted: say why.
+        let backend = backend.clone().map_err(|reason| Error::Mount {
+            name: name.to_owned(),
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        let path_owned = path.to_path_buf();
         self.blocking(move |m| {
             match std::fs::symlink_metadata(&path_owned) {
                 Ok(meta) if meta.is_dir() => {}
@@ -400,13 +420,8 @@ impl Registry {
         locked(&self.data).remove(name);
         self.remove_mount_point(name, &path);
         drop(lock);
-        self.committer
-            .commit()
-            .await
-            .map_err(|source| Error::Save {
-                what: format!("volume {name} was removed"),
-                source,
-            })?;
+        self.durable(|| format!("volume {name} was removed"))
+            .await?;
         tracing::info!(volume = name, "removed");
         Ok(())
     }
@@ -429,11 +444,6 @@ impl Registry {
             )
         };
         if !mounted {
-            let backend = backend.map_err(|reason| Error::Mount {
-                name: name.to_owned(),
-                path: path.clone(),
-                reason,
-            })?;
             self.mount_io(name, &path, &backend).await?;
             tracing::info!(volume = name, path = %path.display(), "mounted");
         }
@@ -474,11 +484,6 @@ impl Registry {
                 .ok_or_else(|| Error::NoSuchVolume(name.to_owned()))?;
             (v.record.path.clone(), v.backend.clone())
         };
-        let backend = backend.map_err(|reason| Error::Mount {
-            name: name.to_owned(),
-            path: path.clone(),
-            reason,
-        })?;
         self.mount_io(name, &path, &backend).await?;
         if let Some(v) = locked(&self.data).get_mut(name) {
             v.mounted = true;
@@ -634,13 +639,8 @@ impl Registry {
             }
         }
         drop(lock);
-        self.committer
-            .commit()
-            .await
-            .map_err(|source| Error::Save {
-                what: format!("{n} reference(s) of ID {id} on {name} were released"),
-                source,
-            })?;
+        self.durable(|| format!("{n} reference(s) of ID {id} on {name} were released"))
+            .await?;
         Ok(Some(Released {
             released: n,
             remaining: total - n,

@@ -102,28 +102,9 @@ pub struct ContainerResponse {
     pub restart_count: Option<u32>,
 }
 
-/// A port (ECS's `PortResponse`; the introspection API never sets its `HostIp`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Port {
-    #[serde(rename = "ContainerPort", skip_serializing_if = "is_zero")]
-    pub container_port: u16,
-    #[serde(rename = "Protocol", skip_serializing_if = "String::is_empty")]
-    pub protocol: String,
-    #[serde(rename = "HostPort", skip_serializing_if = "is_zero")]
-    pub host_port: u16,
-}
-
-fn is_zero(v: &u16) -> bool {
-    *v == 0
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Network {
-    #[serde(rename = "NetworkMode", skip_serializing_if = "String::is_empty")]
-    pub network_mode: String,
-    #[serde(rename = "IPv4Addresses", skip_serializing_if = "Vec::is_empty")]
-    pub ipv4_addresses: Vec<String>,
-}
+/// A port and a network: the metadata endpoint's (ECS shares `PortResponse` and `Network` between
+/// both APIs); the introspection API never sets a port's `HostIp`, so it is left out.
+pub use crate::metadata::json::{Network, Port};
 
 /// A mount: the metadata endpoint's (ECS shares `VolumeResponse` between both APIs).
 pub use crate::metadata::json::Volume;
@@ -210,6 +191,7 @@ pub fn container_response(
                 container_port: p.container_port,
                 protocol: p.protocol.as_str().to_string(),
                 host_port: host_port(p.container_port, p.host_port),
+                host_ip: String::new(),
             })
             .collect()
     };
@@ -223,6 +205,7 @@ pub fn container_response(
                 container_port: p.container_port,
                 protocol: p.protocol.clone(),
                 host_port: p.host_port.unwrap_or(0),
+                host_ip: String::new(),
             })
             .collect(),
         (NetworkMode::Host, None) => from_definition(&|container, _| container),

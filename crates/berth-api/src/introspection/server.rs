@@ -8,9 +8,10 @@
 //! when Docker cannot be asked, they are read again on the next request. At most
 //! [`DETAIL_READS`] inspects run at once for one request.
 
+use crate::details::{DetailsCache, Keep};
 use crate::introspection::json::{self, AgentMetadataResponse, ErrorResponse, TasksResponse};
 use crate::metadata::TaskDirectory;
-use crate::serve::ServerLimits;
+use crate::serve::{ServerLimits, TcpServers};
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -18,18 +19,16 @@ use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use berth_engine::Identity;
+use berth_engine::retry::RetryPolicy;
 use berth_engine::runtime::{ContainerDetails, Runtime};
-use berth_engine::state::{Status, TaskState};
+use berth_engine::state::TaskState;
 use berth_model::NetworkMode;
 use futures_util::StreamExt as _;
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 /// Inspects one request runs at once (a listing of many new containers does not flood Docker).
 pub const DETAIL_READS: usize = 16;
@@ -68,13 +67,8 @@ struct Shared<R> {
     rt: Arc<R>,
     directory: Arc<TaskDirectory>,
     config: IntrospectionConfig,
-    /// Docker id → details read once the container was RUNNING.
-    details: Mutex<HashMap<String, Arc<ContainerDetails>>>,
-}
-
-/// The map holds whole values replaced at once: a poisoned lock's data is still good.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Details read once the container was RUNNING.
+    details: DetailsCache,
 }
 
 /// The API's routes over `directory` (for tests, and for [`IntrospectionServer::start`]).
@@ -88,7 +82,7 @@ pub fn router<R: Runtime>(
         rt,
         directory,
         config,
-        details: Mutex::new(HashMap::new()),
+        details: DetailsCache::new(Keep::OnceRunning, "introspection"),
     });
     Router::new()
         .route("/", get(root))
@@ -99,19 +93,9 @@ pub fn router<R: Runtime>(
         .with_state(shared)
 }
 
+/// `body` as a JSON answer; ECS's empty task with the reason should it not encode.
 fn json_response<T: Serialize + ?Sized>(status: StatusCode, body: &T) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            [(header::CONTENT_TYPE, "application/json")],
-            serde_json::to_vec(&ErrorResponse::new(format!(
-                "cannot encode the answer: {e}"
-            )))
-            .unwrap_or_default(),
-        )
-            .into_response(),
-    }
+    crate::json_response(status, body, ErrorResponse::new)
 }
 
 #[derive(Serialize)]
@@ -250,7 +234,7 @@ async fn tasks<R: Runtime>(
     // A query that is not `application/x-www-form-urlencoded` has no parameter ECS knows.
     let query = query.map(|Query(q)| q).unwrap_or_default();
     let all = s.directory.snapshots();
-    forget_gone(&s, &all);
+    s.details.retain_live(&all);
     let wanted = match lookup(&query) {
         Ok(Lookup::All) => None,
         Ok(Lookup::DockerId(id)) => Some(by_docker_id(&all, &id)),
@@ -308,7 +292,7 @@ async fn details_of<R: Runtime>(s: &Shared<R>, tasks: &[Arc<TaskState>]) -> Vec<
         .collect();
     let read: Vec<(usize, usize, Option<Arc<ContainerDetails>>)> =
         futures_util::stream::iter(wanted)
-            .map(|(t, i)| async move { (t, i, details(s, &tasks[t], i).await) })
+            .map(|(t, i)| async move { (t, i, s.details.get(&*s.rt, &tasks[t], i).await) })
             .buffer_unordered(DETAIL_READS)
             .collect()
             .await;
@@ -322,56 +306,18 @@ async fn details_of<R: Runtime>(s: &Shared<R>, tasks: &[Arc<TaskState>]) -> Vec<
     out
 }
 
-/// Container `i`'s Docker details: kept ones, else read (and kept once it has reached RUNNING).
-async fn details<R: Runtime>(
-    s: &Shared<R>,
-    state: &TaskState,
-    i: usize,
-) -> Option<Arc<ContainerDetails>> {
-    let c = &state.containers[i];
-    let docker_id = c.docker_id.as_deref()?;
-    if let Some(d) = lock(&s.details).get(docker_id) {
-        return Some(d.clone());
-    }
-    match s.rt.inspect_details(docker_id).await {
-        Ok(d) => {
-            let d = Arc::new(d);
-            if c.known >= Status::Running {
-                lock(&s.details).insert(docker_id.to_string(), d.clone());
-            }
-            Some(d)
-        }
-        Err(e) => {
-            tracing::debug!(container = %c.name, error = %e, "introspection: no docker details");
-            None
-        }
-    }
-}
-
-/// Drop the kept details of containers no task has any more (the task was cleaned up).
-fn forget_gone<R>(s: &Shared<R>, tasks: &[Arc<TaskState>]) {
-    let mut kept = lock(&s.details);
-    if kept.is_empty() {
-        return;
-    }
-    let live: HashSet<&str> = tasks
-        .iter()
-        .flat_map(|t| t.containers.iter().filter_map(|c| c.docker_id.as_deref()))
-        .collect();
-    kept.retain(|id, _| live.contains(id.as_str()));
-}
-
 /// The running API. Dropping it leaves the listener running until the runtime ends; call
 /// [`IntrospectionServer::shutdown`] to stop it.
 pub struct IntrospectionServer {
     local_addr: Option<SocketAddr>,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
+    servers: TcpServers,
 }
 
-/// The first retry's wait after a failed bind, and the longest (ECS: 1 s doubling to 1 min).
-const RETRY_FIRST: Duration = Duration::from_secs(1);
-const RETRY_MAX: Duration = Duration::from_secs(60);
+/// The waits between binds after a failed one (ECS: 1 s doubling to 1 min).
+const BIND_RETRY: RetryPolicy = RetryPolicy {
+    first: Duration::from_secs(1),
+    max: Duration::from_secs(60),
+};
 
 impl IntrospectionServer {
     /// Listen on `addr` and serve `directory`'s tasks until [`IntrospectionServer::shutdown`].
@@ -386,16 +332,19 @@ impl IntrospectionServer {
     ) -> IntrospectionServer {
         let limits = config.limits;
         let app = router(rt, directory, config);
-        let (stop, mut stopped) = watch::channel(false);
         let first = TcpListener::bind(addr).await;
         let local_addr = first.as_ref().ok().and_then(|l| l.local_addr().ok());
-        let task = tokio::spawn(async move {
+        let mut servers = TcpServers::new();
+        let stopped = servers.stopped();
+        servers.spawn(async move {
+            tokio::pin!(stopped);
             let mut attempt = first;
-            let mut delay = RETRY_FIRST;
+            let mut backoff = BIND_RETRY.backoff();
             let listener = loop {
                 match attempt {
                     Ok(l) => break l,
                     Err(e) => {
+                        let delay = backoff.next_delay();
                         tracing::warn!(
                             "cannot listen on {addr} for the introspection API: {e}; retrying in {}s \
                              (--introspection-addr ADDR chooses another address, off serves none)",
@@ -403,9 +352,8 @@ impl IntrospectionServer {
                         );
                         tokio::select! {
                             () = tokio::time::sleep(delay) => {}
-                            _ = stopped.wait_for(|s| *s) => return,
+                            () = &mut stopped => return,
                         }
-                        delay = (delay * 2).min(RETRY_MAX);
                         attempt = TcpListener::bind(addr).await;
                         if attempt.is_ok() {
                             tracing::info!(%addr, "introspection API listening");
@@ -413,18 +361,11 @@ impl IntrospectionServer {
                     }
                 }
             };
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            let stop = async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            };
-            crate::serve::serve(listener, app, limits, stop, "introspection API").await;
+            crate::serve::serve_tcp(listener, app, limits, stopped, "introspection API").await;
         });
         IntrospectionServer {
             local_addr,
-            stop,
-            task,
+            servers,
         }
     }
 
@@ -435,13 +376,6 @@ impl IntrospectionServer {
 
     /// Stop listening (or retrying); open connections get 2 s to finish, then are dropped.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        let mut task = self.task;
-        if tokio::time::timeout(Duration::from_secs(2), &mut task)
-            .await
-            .is_err()
-        {
-            task.abort();
-        }
+        self.servers.shutdown().await;
     }
 }

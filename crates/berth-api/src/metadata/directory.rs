@@ -8,12 +8,13 @@
 //! and shared as an `Arc` until the next change. The introspection API reads the same entries
 //! ([`TaskDirectory::snapshots`]): every task the agent has not yet cleaned up.
 
+use crate::lock;
 use crate::metadata::json::Version;
 use crate::metadata::ratelimit::{RateLimit, TokenBucket};
 use berth_engine::TaskState;
 use berth_engine::runtime::ContainerDetails;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -54,12 +55,6 @@ pub(crate) struct Rendered {
 struct Source {
     rx: watch::Receiver<TaskState>,
     current: Arc<TaskState>,
-}
-
-/// Locks never guard an invariant that a panic could break half-way (each holds plain values
-/// replaced whole), so a poisoned lock's data is still good.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl TaskEntry {

@@ -82,7 +82,8 @@ pub struct Limits {
     pub memory: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A port (ECS's `PortResponse`), in the metadata endpoint and the introspection API alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Port {
     #[serde(rename = "ContainerPort", skip_serializing_if = "is_zero_u16")]
     pub container_port: u16,
@@ -102,7 +103,9 @@ fn is_zero_i64(v: &i64) -> bool {
     *v == 0
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A network, in the metadata endpoint and the introspection API alike (the introspection API
+/// shows only an `awsvpc` task's, whose mode is never empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Network {
     #[serde(rename = "NetworkMode")]
     pub network_mode: String,

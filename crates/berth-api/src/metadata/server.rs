@@ -9,29 +9,30 @@
 //! (`details_ttl`) and re-read at once when the container's status or health changes; a container
 //! whose details cannot be read is shown without them.
 
+use crate::details::{DetailsCache, Keep};
+use crate::lock;
 use crate::metadata::directory::{Rendered, TaskDirectory, TaskEntry};
 use crate::metadata::json::{self, TaskInfo, Version};
 use crate::metadata::ratelimit::RateLimit;
 use crate::metadata::{address, json::container_response};
-use crate::serve::ServerLimits;
+use crate::serve::{ServerLimits, TcpServers};
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use berth_engine::runtime::{ContainerDetails, Runtime};
 use berth_engine::spec::MetadataEndpoint;
-use berth_engine::state::{Health, Status, TaskState};
+use berth_engine::state::{Status, TaskState};
 use berth_model::NetworkMode;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 /// What can go wrong starting the endpoint.
 #[derive(Debug, thiserror::Error)]
@@ -90,13 +91,6 @@ pub struct Listen {
     pub bridge: bool,
 }
 
-struct CachedDetails {
-    at: Instant,
-    known: Status,
-    health: Health,
-    details: Arc<ContainerDetails>,
-}
-
 struct NetSample {
     at: Instant,
     rx: u64,
@@ -107,14 +101,8 @@ struct Shared<R> {
     rt: Arc<R>,
     directory: Arc<TaskDirectory>,
     config: MetadataConfig,
-    details: Mutex<HashMap<String, CachedDetails>>,
+    details: DetailsCache,
     net: Mutex<HashMap<String, NetSample>>,
-}
-
-/// The maps behind these locks hold whole values replaced at once: a panic elsewhere cannot leave
-/// them half-written, so a poisoned lock's data is still good.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The endpoint's routes over `directory` (for tests and for embedding in another server).
@@ -123,11 +111,17 @@ pub fn router<R: Runtime>(
     directory: Arc<TaskDirectory>,
     config: MetadataConfig,
 ) -> Router {
+    let details = DetailsCache::new(
+        Keep::WhileUnchanged {
+            ttl: config.details_ttl,
+        },
+        "metadata",
+    );
     let shared = Arc::new(Shared {
         rt,
         directory,
         config,
-        details: Mutex::new(HashMap::new()),
+        details,
         net: Mutex::new(HashMap::new()),
     });
     let mut r = Router::new();
@@ -135,15 +129,15 @@ pub fn router<R: Runtime>(
         r = r
             .route(
                 &format!("/{v}/{{id}}"),
-                get(move |s, id| container::<R>(s, id, version)),
+                get(move |s, asked| container::<R>(s, asked, version)),
             )
             .route(
                 &format!("/{v}/{{id}}/task"),
-                get(move |s, id| task::<R>(s, id, version, false)),
+                get(move |s, asked| task::<R>(s, asked, version, false)),
             )
             .route(
                 &format!("/{v}/{{id}}/taskWithTags"),
-                get(move |s, id| task::<R>(s, id, version, true)),
+                get(move |s, asked| task::<R>(s, asked, version, true)),
             )
             .route(&format!("/{v}/{{id}}/stats"), get(container_stats::<R>))
             .route(&format!("/{v}/{{id}}/task/stats"), get(task_stats::<R>));
@@ -151,16 +145,9 @@ pub fn router<R: Runtime>(
     r.with_state(shared)
 }
 
+/// `body` as a JSON answer; the reason as a JSON string should it not encode.
 fn json_response<T: Serialize + ?Sized>(status: StatusCode, body: &T) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            [(header::CONTENT_TYPE, "application/json")],
-            format!("\"cannot encode the answer: {e}\""),
-        )
-            .into_response(),
-    }
+    crate::json_response(status, body, |why| why)
 }
 
 /// Why a request is refused before reading any task.
@@ -184,71 +171,46 @@ impl Refusal {
     }
 }
 
-/// The id's task and container, or why the request is refused (404 / 429).
-fn resolve<R>(s: &Shared<R>, id: &str) -> Result<(Arc<TaskEntry>, usize), Refusal> {
-    let (entry, i) = s.directory.lookup(id).ok_or(Refusal::UnknownId)?;
-    if !entry.admit(i, s.config.rate_limit) {
-        return Err(Refusal::RateLimited);
-    }
-    Ok((entry, i))
+/// What a request's `<id>` names: its task and container. Extracting it is the one place a
+/// request is refused before any task is read: 404 for an unknown id, 429 over the id's rate
+/// limit (a token is taken here).
+struct Asked {
+    entry: Arc<TaskEntry>,
+    /// The container's index in the task.
+    i: usize,
 }
 
-/// Container `i`'s Docker details (cached), None when it has no Docker id or the runtime fails.
-async fn details<R: Runtime>(
-    s: &Shared<R>,
-    state: &TaskState,
-    i: usize,
-) -> Option<Arc<ContainerDetails>> {
-    let c = &state.containers[i];
-    let docker_id = c.docker_id.as_deref()?;
-    let now = Instant::now();
-    if let Some(hit) = lock(&s.details).get(docker_id)
-        && hit.known == c.known
-        && hit.health == c.health
-        && now.saturating_duration_since(hit.at) < s.config.details_ttl
-    {
-        return Some(hit.details.clone());
-    }
-    match s.rt.inspect_details(docker_id).await {
-        Ok(d) => {
-            let d = Arc::new(d);
-            let mut cache = lock(&s.details);
-            if cache.len() >= 4096 {
-                let ttl = s.config.details_ttl;
-                cache.retain(|_, v| now.saturating_duration_since(v.at) < ttl);
-            }
-            cache.insert(
-                docker_id.to_string(),
-                CachedDetails {
-                    at: now,
-                    known: c.known,
-                    health: c.health,
-                    details: d.clone(),
-                },
-            );
-            Some(d)
+impl<R: Runtime> FromRequestParts<Arc<Shared<R>>> for Asked {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        s: &Arc<Shared<R>>,
+    ) -> Result<Self, Self::Rejection> {
+        let Path(id) = Path::<String>::from_request_parts(parts, s)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let (entry, i) = s
+            .directory
+            .lookup(&id)
+            .ok_or_else(|| Refusal::UnknownId.response(&id))?;
+        if !entry.admit(i, s.config.rate_limit) {
+            return Err(Refusal::RateLimited.response(&id));
         }
-        Err(e) => {
-            tracing::debug!(container = %c.name, error = %e, "metadata: no docker details");
-            None
-        }
+        Ok(Asked { entry, i })
     }
 }
 
 async fn container<R: Runtime>(
     State(s): State<Arc<Shared<R>>>,
-    Path(id): Path<String>,
+    Asked { entry, i }: Asked,
     version: Version,
 ) -> Response {
-    let (entry, i) = match resolve(&s, &id) {
-        Ok(x) => x,
-        Err(r) => return r.response(&id),
-    };
     let state = entry.snapshot();
-    let d = details(&s, &state, i).await;
+    let d = s.details.get(&*s.rt, &state, i).await;
     let pause = match state.pause_index() {
         Some(p) if state.definition.network_mode == NetworkMode::Awsvpc => {
-            details(&s, &state, p).await
+            s.details.get(&*s.rt, &state, p).await
         }
         _ => None,
     };
@@ -267,18 +229,15 @@ async fn container<R: Runtime>(
 
 async fn task<R: Runtime>(
     State(s): State<Arc<Shared<R>>>,
-    Path(id): Path<String>,
+    Asked { entry, .. }: Asked,
     version: Version,
     with_tags: bool,
 ) -> Response {
-    let (entry, _) = match resolve(&s, &id) {
-        Ok(x) => x,
-        Err(r) => return r.response(&id),
-    };
     let state = entry.snapshot();
-    let all =
-        futures_util::future::join_all((0..state.containers.len()).map(|i| details(&s, &state, i)))
-            .await;
+    let all = futures_util::future::join_all(
+        (0..state.containers.len()).map(|i| s.details.get(&*s.rt, &state, i)),
+    )
+    .await;
     // Identifies this server's rendering (another server may share the directory).
     let server = Arc::as_ptr(&s) as usize;
     let variant = (version, with_tags);
@@ -368,12 +327,8 @@ fn add_network_rate<R>(s: &Shared<R>, docker_id: &str, stats: &mut serde_json::V
 
 async fn container_stats<R: Runtime>(
     State(s): State<Arc<Shared<R>>>,
-    Path(id): Path<String>,
+    Asked { entry, i }: Asked,
 ) -> Response {
-    let (entry, i) = match resolve(&s, &id) {
-        Ok(x) => x,
-        Err(r) => return r.response(&id),
-    };
     let state = entry.snapshot();
     match stats_of(&s, &state, i).await {
         Some(v) => json_response(StatusCode::OK, &v),
@@ -389,12 +344,8 @@ async fn container_stats<R: Runtime>(
 
 async fn task_stats<R: Runtime>(
     State(s): State<Arc<Shared<R>>>,
-    Path(id): Path<String>,
+    Asked { entry, .. }: Asked,
 ) -> Response {
-    let (entry, _) = match resolve(&s, &id) {
-        Ok(x) => x,
-        Err(r) => return r.response(&id),
-    };
     let state = entry.snapshot();
     let created: Vec<usize> = (0..state.containers.len())
         .filter(|&i| state.containers[i].docker_id.is_some() && !state.is_pause(i))
@@ -416,8 +367,7 @@ async fn task_stats<R: Runtime>(
 pub struct MetadataServer {
     endpoint: MetadataEndpoint,
     local_addrs: Vec<SocketAddr>,
-    stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    servers: TcpServers,
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, MetadataError> {
@@ -494,36 +444,24 @@ impl MetadataServer {
         let limits = config.limits;
         let app = router(rt, directory, config);
         let main_app = app.clone().merge(extra);
-        let (stop, stopped) = watch::channel(false);
         let mut local_addrs = Vec::new();
-        let mut tasks = Vec::new();
+        let mut servers = TcpServers::new();
         for (i, l) in listeners.into_iter().enumerate() {
             if let Ok(a) = l.local_addr() {
                 local_addrs.push(a);
             }
-            let mut stopped = stopped.clone();
             // The main listener is first; the others (the bridge's) get no `extra` routes.
             let app = if i == 0 {
                 main_app.clone()
             } else {
                 app.clone()
             };
-            tasks.push(tokio::spawn(async move {
-                let listener = axum::serve::ListenerExt::tap_io(l, |tcp| {
-                    // Small request/answer exchanges: never wait to coalesce.
-                    let _ = tcp.set_nodelay(true);
-                });
-                let stop = async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                };
-                crate::serve::serve(listener, app, limits, stop, "metadata endpoint").await;
-            }));
+            servers.serve(l, app, limits, "metadata endpoint");
         }
         Ok(MetadataServer {
             endpoint,
             local_addrs,
-            stop,
-            tasks,
+            servers,
         })
     }
 
@@ -539,14 +477,6 @@ impl MetadataServer {
 
     /// Stop listening; open connections get 2 s to finish, then are dropped.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        for mut t in self.tasks {
-            if tokio::time::timeout(Duration::from_secs(2), &mut t)
-                .await
-                .is_err()
-            {
-                t.abort();
-            }
-        }
+        self.servers.shutdown().await;
     }
 }

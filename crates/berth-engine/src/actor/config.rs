@@ -7,9 +7,9 @@
 
 use super::EngineMetrics;
 use crate::auth::RegistryAuthResolver;
-use crate::cleanup::RetryPolicy;
 use crate::decide::Options;
 use crate::pull::{self as pulls, PullBehavior, PullRecord};
+use crate::retry::RetryPolicy;
 use crate::secrets::{self, SecretProvider};
 use crate::spec;
 use crate::state::TaskState;

@@ -43,9 +43,9 @@ use super::images::{hold_images, release_images};
 use super::values::read_secrets_and_environment_files;
 use super::volumes::{provide_volumes, stop_volume_users};
 use super::{Command, EngineMetrics, Reports, RunConfig};
-use crate::cleanup::Backoff;
 use crate::decide::{Action, Event};
 use crate::report::{self, now_ms};
+use crate::retry::{Backoff, RetryPolicy};
 use crate::runtime::{Runtime, RuntimeEvent};
 use crate::secrets::TaskValues;
 use crate::spec;
@@ -56,8 +56,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
-const MIN_RECONNECT_DELAY: Duration = Duration::from_millis(100);
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+/// How long to wait before subscribing again after the event stream broke: 100 ms doubling to
+/// 5 s while it keeps breaking, from the start again at the next event.
+const RECONNECT: RetryPolicy = RetryPolicy {
+    first: Duration::from_millis(100),
+    max: Duration::from_secs(5),
+};
 
 /// Run a task to STOPPED, or until `config.cancel` is cancelled (see the module docs). Returns the
 /// final state — STOPPED with nothing in flight ([`TaskState::is_finished`]) unless cancelled.
@@ -146,7 +150,8 @@ pub async fn run_task<R: Runtime>(
         let _ = ready.send(state.id.clone());
     }
     let mut saved: Option<TaskState> = None;
-    let mut reconnect_delay = MIN_RECONNECT_DELAY;
+    let mut reconnect = RECONNECT.backoff();
+    let mut reconnect_delay = reconnect.next_delay();
     // Effects decided but not yet performed because the state they follow from is not durable.
     let mut held: Vec<Action> = Vec::new();
     let mut save_backoff: Option<Backoff> = None;
@@ -233,7 +238,8 @@ pub async fn run_task<R: Runtime>(
             Some(ev) = rx.recv() => fold_result(&config, &mut state, &ev),
             ev = next_event(&mut events, reconnect_delay) => match ev {
                 Some(ev) => {
-                    reconnect_delay = MIN_RECONNECT_DELAY;
+                    reconnect = RECONNECT.backoff();
+                    reconnect_delay = reconnect.next_delay();
                     if let Some(ev) = translate(&state, ev) {
                         state.apply(&ev);
                         if let Some(why) = after_unexpected_die(&*rt, &state, &ev).await {
@@ -251,7 +257,7 @@ pub async fn run_task<R: Runtime>(
                     EngineMetrics::count(&config.metrics.event_stream_reconnects);
                     events = subscribe(&*rt, &state.id).await;
                     resync(&*rt, &mut state).await;
-                    reconnect_delay = (reconnect_delay * 2).min(MAX_RECONNECT_DELAY);
+                    reconnect_delay = reconnect.next_delay();
                     tracing::info!(task = %state.id, "re-subscribed to docker events and re-synced");
                 }
             },
