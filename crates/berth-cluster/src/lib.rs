@@ -10,6 +10,8 @@
 //! - [`demand`]: what a task reserves;
 //! - [`expr`]: the `memberOf` expression subset;
 //! - [`placement`]: constraints and strategies as pure functions;
+//! - [`service`]: ECS's service rules (counts, percentages, deployments, what an update changes),
+//!   for the CLI that writes a service and the controller that acts on it;
 //! - [`reconcile`]: the controller's decisions as one pure function (closing, services, placement);
 //! - [`store`]: the etcd client: connection, leases, node records, drains, paged reads, watches,
 //!   statuses;
@@ -28,6 +30,7 @@ pub mod node;
 pub mod placement;
 pub mod reconcile;
 pub mod record;
+pub mod service;
 pub mod store;
 pub mod txns;
 pub mod view;

@@ -21,6 +21,9 @@
 //!      (the rounding of a small `D` can do that), one task is started above the maximum, or
 //!      the deployment could never finish (so never more than one over);
 //!    - a service being removed with no open task left is deleted;
+//!    - an ACTIVE service whose record breaks ECS's rules ([`crate::service::check_record`]:
+//!      the count at most 5,000, the minimum at most 100 %, the maximum at least 100 % and
+//!      above the minimum) is a problem of the plan: no stop, no start for it;
 //!    - **throttle** (as ECS slows a service whose tasks keep failing): a task that failed to
 //!      start, or whose essential container exited, within [`FAILED_LAUNCH_MS`] of its start is
 //!      a failed launch; from the second one within [`THROTTLE_WINDOW_MS`] the service starts
@@ -269,6 +272,15 @@ pub fn plan(
             out.actions.push(Action::RemoveService {
                 service: svc.name.clone(),
             });
+            continue;
+        }
+        // The rules below rely on ECS's ranges (the maximum above the minimum): a record that
+        // breaks them (another writer's) is not acted on. A DRAINING service's count is 0, so
+        // its percentages do not matter: it is still wound down.
+        if svc.status == ServiceStatus::Active
+            && let Err(e) = crate::service::check_record(svc)
+        {
+            out.problems.push(format!("service {}: {e}", svc.name));
             continue;
         }
         let decided = service(view, svc, &tasks, settings, now_ms, new_id);

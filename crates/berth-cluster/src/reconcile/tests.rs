@@ -935,6 +935,40 @@ fn a_service_whose_record_cannot_make_tasks_is_a_problem_not_an_action() {
     );
 }
 
+#[test]
+fn an_active_service_that_breaks_ecs_rules_is_a_problem_and_left_alone() {
+    // max not above min: a rolling update could never make progress. Its running task is
+    // kept, nothing is started, and the pending one is still placed.
+    let v = Views::default()
+        .node("a", 4)
+        .service(service("web", 3, 100, 100))
+        .running("web", "w1", 1, OLD, "a")
+        .pending("web", "w2", 2, DEPLOYMENT);
+    assert_eq!(
+        plan_at(&v.view, NOW),
+        Plan {
+            actions: vec![place("w2", "a")],
+            problems: vec![
+                "service web: --maximum-percent: 100 is not above --minimum-healthy-percent 100: a rolling update could never make progress (it could neither stop an old task nor start a new one); raise --maximum-percent (e.g. 200) or lower --minimum-healthy-percent"
+                    .into()
+            ],
+            throttled: Vec::new(),
+        }
+    );
+    // Being removed, the same record is wound down: its count is 0.
+    let v = v.view.clone();
+    let mut v = Views { view: v };
+    v.view.services.get_mut("web").unwrap().value.status = ServiceStatus::Draining;
+    let p = plan_at(&v.view, NOW);
+    assert!(p.problems.is_empty(), "{p:?}");
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| matches!(a, Action::Stop { task, .. } if task == "w1")),
+        "{p:?}"
+    );
+}
+
 /// A service task of the current deployment created at `created` and closed at `stopped` with
 /// `code`.
 fn failed(v: Views, id: &str, created: u64, stopped: u64, code: StopCode) -> Views {
