@@ -64,6 +64,33 @@ pub struct NodeConfig {
     pub stop_wait: Duration,
 }
 
+/// ECS's `ecs.cpu-architecture` value for this build (`x86_64`, `arm64`, …).
+pub fn cpu_architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// The attributes berth gives every node, ECS's built-in ones: `ecs.os-type` (`linux`),
+/// `ecs.os-family` (`LINUX`), `ecs.cpu-architecture` ([`cpu_architecture`]) and
+/// `ecs.availability-zone` (the agent's). A user's attribute cannot take the `ecs.` prefix
+/// ([`crate::keys::check_attribute`]), so these are never overridden.
+pub fn builtin_attributes(availability_zone: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("ecs.os-type".to_owned(), "linux".to_owned()),
+        ("ecs.os-family".to_owned(), "LINUX".to_owned()),
+        (
+            "ecs.cpu-architecture".to_owned(),
+            cpu_architecture().to_owned(),
+        ),
+        (
+            "ecs.availability-zone".to_owned(),
+            availability_zone.to_owned(),
+        ),
+    ])
+}
+
 /// What a node keeps across restarts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Memory {
@@ -539,5 +566,39 @@ async fn report_statuses<L: Local>(cluster: Cluster, node: String, lease: i64, l
         } else {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_node_carries_ecs_builtin_attributes() {
+        let a = builtin_attributes("eu-1a");
+        assert_eq!(
+            a.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "ecs.availability-zone",
+                "ecs.cpu-architecture",
+                "ecs.os-family",
+                "ecs.os-type"
+            ]
+        );
+        assert_eq!(a["ecs.os-type"], "linux");
+        assert_eq!(a["ecs.os-family"], "LINUX");
+        assert_eq!(a["ecs.availability-zone"], "eu-1a");
+        assert_ne!(a["ecs.cpu-architecture"], "aarch64");
+        // None of them is an attribute a user may set.
+        for (k, v) in &a {
+            assert!(crate::keys::check_attribute(k, v).is_err(), "{k}");
+        }
+        assert_eq!(
+            Resources::host(2, 512),
+            Resources {
+                cpu: 2048,
+                memory_mib: 512
+            }
+        );
     }
 }

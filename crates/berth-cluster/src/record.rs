@@ -19,7 +19,18 @@ pub struct Resources {
     pub memory_mib: u64,
 }
 
+/// CPU units per core, as ECS counts them.
+pub const CPU_UNITS_PER_CORE: u64 = 1024;
+
 impl Resources {
+    /// A whole host's resources: every core (ECS's units) and all its memory (what a node offers
+    /// unless its options say less).
+    pub fn host(cores: u64, memory_mib: u64) -> Resources {
+        Resources {
+            cpu: cores.saturating_mul(CPU_UNITS_PER_CORE),
+            memory_mib,
+        }
+    }
     pub fn saturating_add(self, other: Resources) -> Resources {
         Resources {
             cpu: self.cpu.saturating_add(other.cpu),

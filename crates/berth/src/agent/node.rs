@@ -13,7 +13,7 @@
 
 use super::{Agent, Start};
 use anyhow::{anyhow, bail};
-use berth_cluster::node::{Local, LocalStatus, Memory, NodeConfig};
+use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
 use berth_cluster::record::{Resources, TaskRecord as ClusterTask};
 use berth_engine::report::now_ms;
 use berth_engine::{Command, Status, StopKind, TaskState};
@@ -70,52 +70,12 @@ pub struct NodeArgs {
     pub node_stop_wait: Duration,
 }
 
-/// ECS's attribute name rule: 1–128 letters, digits, `-`, `_`, `/`, `\`, `.`.
-fn check_attribute(key: &str, value: &str) -> Result<(), String> {
-    if key.is_empty()
-        || key.len() > 128
-        || !key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '\\' | '.'))
-    {
-        return Err(format!(
-            "{key:?} is not an attribute name: 1 to 128 letters, digits, '-', '_', '/', '\\' or '.'"
-        ));
-    }
-    if key.starts_with("ecs.") {
-        return Err(format!(
-            "{key:?}: the ecs. prefix is kept for the attributes berth sets itself"
-        ));
-    }
-    if value.is_empty()
-        || value.len() > 128
-        || value.starts_with(' ')
-        || value.ends_with(' ')
-        || !value.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '/' | '\\' | ':' | ' ')
-        })
-    {
-        return Err(format!(
-            "{value:?} is not an attribute value: 1 to 128 letters, digits, '-', '_', '.', '@', '/', '\\', ':' or inner spaces"
-        ));
-    }
-    Ok(())
-}
-
 /// The host's total memory in MiB, from /proc/meminfo.
 fn host_memory_mib() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024)
-}
-
-/// ECS's `ecs.cpu-architecture` value for this build.
-fn cpu_architecture() -> &'static str {
-    match std::env::consts::ARCH {
-        "aarch64" => "arm64",
-        other => other,
-    }
 }
 
 impl NodeArgs {
@@ -141,24 +101,20 @@ impl NodeArgs {
             let (k, v) = text.split_once('=').ok_or_else(|| {
                 anyhow!("--node-attribute: {text:?} is not KEY=VALUE, e.g. zone=eu-1a")
             })?;
-            check_attribute(k, v).map_err(|e| anyhow!("--node-attribute: {e}"))?;
+            berth_cluster::keys::check_attribute(k, v)
+                .map_err(|e| anyhow!("--node-attribute: {e}"))?;
             attributes.insert(k.to_owned(), v.to_owned());
         }
-        attributes.insert("ecs.os-type".into(), "linux".into());
-        attributes.insert("ecs.os-family".into(), "LINUX".into());
-        attributes.insert("ecs.cpu-architecture".into(), cpu_architecture().into());
-        attributes.insert(
-            "ecs.availability-zone".into(),
-            identity.availability_zone.clone(),
-        );
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let cpu = self.node_cpu.unwrap_or(cores as u64 * 1024);
+        attributes.extend(node::builtin_attributes(&identity.availability_zone));
         let memory_mib = match self.node_memory {
             Some(m) => m,
             None => host_memory_mib().ok_or_else(|| {
                 anyhow!("cannot read the host's memory from /proc/meminfo; give --node-memory MIB")
             })?,
         };
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let host = Resources::host(u64::try_from(cores).unwrap_or(u64::MAX), memory_mib);
+        let cpu = self.node_cpu.unwrap_or(host.cpu);
         Ok(Some((
             endpoints,
             NodeConfig {
