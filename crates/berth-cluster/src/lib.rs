@@ -3,6 +3,13 @@
 //! `etcd-client` crate) holds every shared fact, leases make a lost node's keys disappear, and
 //! transactions guard each placement.
 //!
+//! It depends on `berth-engine` (never the other way round) for two things a node shares with
+//! the engine that runs its tasks: the engine's task state, from which a node's status report is
+//! made in one place ([`node::LocalStatus::of`], for the agent and the benchmark's simulated
+//! fleet alike), and the clock ([`now_ms`], the engine's, so the cluster's records and the
+//! engine's reports count time alike). Nothing here runs a task: that is the [`node::Local`]
+//! side's.
+//!
 //! Modules:
 //! - [`keys`]: the key layout (docs/cluster.md);
 //! - [`record`]: the typed JSON values;
@@ -34,3 +41,9 @@ pub mod service;
 pub mod store;
 pub mod txns;
 pub mod view;
+
+/// Now, in milliseconds since the epoch, as the cluster's records store it: the engine's clock
+/// (`berth_engine::report::now_ms`), 0 before the epoch.
+pub fn now_ms() -> u64 {
+    u64::try_from(berth_engine::report::now_ms()).unwrap_or(0)
+}

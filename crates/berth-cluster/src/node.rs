@@ -34,8 +34,10 @@
 //! that stays down is lost when the lease expires.
 
 use crate::keys;
+use crate::now_ms;
 use crate::record::{self, Assignment, DesiredStatus, NodeRecord, Resources, StatusRecord};
 use crate::store::{Cluster, ClusterError, WatchEvent};
+use berth_engine::{Status, StopKind, TaskState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -113,6 +115,21 @@ pub struct LocalStatus {
     pub failed_to_start: bool,
 }
 
+impl LocalStatus {
+    /// A task's status for its status record, from the engine's state: ECS's `lastStatus`
+    /// (PENDING until it runs, RUNNING, STOPPED once every container is), its `healthStatus`, and
+    /// once STOPPED why, and whether it never ran.
+    pub fn of(state: &TaskState) -> LocalStatus {
+        let stopped = state.known() == Status::Stopped;
+        LocalStatus {
+            last_status: state.ecs_last_status().to_owned(),
+            health_status: state.health_status().as_str().to_owned(),
+            stopped_reason: stopped.then(|| state.stopped_reason.clone()).flatten(),
+            failed_to_start: state.stop_kind == Some(StopKind::Failed),
+        }
+    }
+}
+
 /// What runs the tasks on a node. Every method that changes [`Memory`] is durable when it
 /// returns `Ok`; an error (the local store cannot be written) leaves the revision where it was,
 /// and the node tries again.
@@ -149,13 +166,6 @@ pub trait Local: Send + Sync + 'static {
     fn statuses(&self) -> BTreeMap<String, (i64, LocalStatus)>;
     /// Changes whenever a status may have changed.
     fn changes(&self) -> watch::Receiver<u64>;
-}
-
-/// Now, in milliseconds since the epoch.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Why a session ended.
@@ -572,6 +582,37 @@ async fn report_statuses<L: Local>(cluster: Cluster, node: String, lease: i64, l
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_local_status_is_ecs_words_from_the_engine_state() {
+        let definition = berth_model::parse(
+            r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
+        )
+        .unwrap()
+        .definition;
+        let mut state = TaskState::new("t1".into(), definition, 1);
+        assert_eq!(
+            LocalStatus::of(&state),
+            LocalStatus {
+                last_status: "PENDING".into(),
+                health_status: "UNKNOWN".into(),
+                stopped_reason: None,
+                failed_to_start: false,
+            }
+        );
+        // Asked to stop before it ran: its container is marked STOPPED with no Docker call.
+        state.request_stop("Task stopped", StopKind::Requested);
+        state.step(berth_engine::Options::default(), 2);
+        assert_eq!(
+            LocalStatus::of(&state),
+            LocalStatus {
+                last_status: "STOPPED".into(),
+                health_status: "UNKNOWN".into(),
+                stopped_reason: Some("Task stopped".into()),
+                failed_to_start: false,
+            }
+        );
+    }
 
     #[test]
     fn every_node_carries_ecs_builtin_attributes() {

@@ -24,7 +24,7 @@ use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
 use berth_cluster::record::{Resources, TaskRecord};
 use berth_cluster::store::{Cluster, WatchEvent};
 use berth_engine::fake::FakeRuntime;
-use berth_engine::{Command, RunConfig, Status, StopKind, TaskState};
+use berth_engine::{Command, RunConfig, StopKind, TaskState};
 use berth_testkit::etcd::EtcdCluster;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -146,20 +146,8 @@ impl Local for SimNode {
         accepted
             .into_iter()
             .filter_map(|(id, fence)| {
-                let s = tasks.get(&id)?.0.borrow().clone();
-                let stopped = s.known() == Status::Stopped;
-                Some((
-                    id,
-                    (
-                        fence,
-                        LocalStatus {
-                            last_status: s.ecs_last_status().to_owned(),
-                            health_status: s.health_status().as_str().to_owned(),
-                            stopped_reason: stopped.then(|| s.stopped_reason.clone()).flatten(),
-                            failed_to_start: s.stop_kind == Some(StopKind::Failed),
-                        },
-                    ),
-                ))
+                let status = LocalStatus::of(&tasks.get(&id)?.0.borrow());
+                Some((id, (fence, status)))
             })
             .collect()
     }
@@ -312,7 +300,7 @@ async fn main() {
             definition(),
             vec![],
             vec![],
-            berth_engine::report::now_ms().unsigned_abs(),
+            berth_cluster::now_ms(),
         )
         .expect("task");
         set.spawn(async move { c.submit(&rec).await.expect("submit") });

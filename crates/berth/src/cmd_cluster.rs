@@ -8,6 +8,7 @@
 
 use crate::output::{Output, table};
 use anyhow::{Context as _, bail};
+use berth_cluster::now_ms;
 use berth_cluster::record::{Constraint, DesiredStatus, Resources, StopCode, Strategy, TaskRecord};
 use berth_cluster::store::{Cluster, Versioned, parse_endpoints};
 use berth_cluster::view::ClusterView;
@@ -104,11 +105,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(run_async(args.command))
-}
-
-/// Now, in milliseconds since the epoch, as the cluster records write it.
-pub(crate) fn now_ms() -> u64 {
-    u64::try_from(berth_engine::report::now_ms()).unwrap_or(0)
 }
 
 pub(crate) async fn connect(conn: &ConnArgs) -> anyhow::Result<Cluster> {

@@ -7,9 +7,10 @@
 //! deletes a removed (DRAINING) service once none of its tasks is left. `ls` reads the cluster
 //! at one revision. See docs/cluster.md.
 
-use crate::cmd_cluster::{ConnArgs, connect, json_option, now_ms, print_json, warn_bad};
+use crate::cmd_cluster::{ConnArgs, connect, json_option, print_json, warn_bad};
 use crate::output::{Output, table};
 use anyhow::bail;
+use berth_cluster::now_ms;
 use berth_cluster::record::{Constraint, ServiceRecord, ServiceStatus, Strategy};
 use berth_cluster::service::{
     Change, DEFAULT_MAX, DEFAULT_MIN_HEALTHY, check_desired, check_percents, check_tasks,

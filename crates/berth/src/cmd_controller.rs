@@ -93,7 +93,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         let began = tokio::time::Instant::now();
         let pass = async {
             mirror.catch_up(last_write).await?;
-            let now = crate::cmd_cluster::now_ms();
+            let now = berth_cluster::now_ms();
             let plan = berth_cluster::reconcile::plan(
                 mirror.view(),
                 &settings,

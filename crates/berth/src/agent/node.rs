@@ -129,17 +129,6 @@ impl NodeArgs {
     }
 }
 
-/// A task's status for its cluster status record, from the engine's state.
-pub fn local_status(state: &TaskState) -> LocalStatus {
-    let stopped = state.known() == Status::Stopped;
-    LocalStatus {
-        last_status: state.ecs_last_status().to_owned(),
-        health_status: state.health_status().as_str().to_owned(),
-        stopped_reason: stopped.then(|| state.stopped_reason.clone()).flatten(),
-        failed_to_start: state.stop_kind == Some(StopKind::Failed),
-    }
-}
-
 /// The agent as a node's local side.
 pub struct Node {
     pub(super) agent: Arc<Agent>,
@@ -269,7 +258,7 @@ impl Local for Node {
             .into_iter()
             .map(|(id, fence)| {
                 let status = match self.agent.snapshot(&id) {
-                    Some(s) => local_status(&s),
+                    Some(s) => LocalStatus::of(&s),
                     // Cleaned up here before the cluster closed it (the controller was away for
                     // the whole cleanup wait): it stopped, and its reason is gone with it.
                     None => LocalStatus {
