@@ -35,9 +35,11 @@
 
 use crate::keys;
 use crate::now_ms;
-use crate::record::{self, Assignment, DesiredStatus, NodeRecord, Resources, StatusRecord};
+use crate::record::{
+    self, Assignment, DesiredStatus, HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord,
+};
 use crate::store::{Cluster, ClusterError, WatchEvent};
-use berth_engine::{Status, StopKind, TaskState};
+use berth_engine::{Health, Status, StopKind, TaskState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -108,22 +110,32 @@ pub struct Memory {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalStatus {
     /// ECS's `lastStatus`: PENDING, RUNNING or STOPPED.
-    pub last_status: String,
+    pub last_status: LastStatus,
     /// HEALTHY, UNHEALTHY or UNKNOWN.
-    pub health_status: String,
+    pub health_status: HealthStatus,
     pub stopped_reason: Option<String>,
     pub failed_to_start: bool,
 }
 
 impl LocalStatus {
     /// A task's status for its status record, from the engine's state: ECS's `lastStatus`
-    /// (PENDING until it runs, RUNNING, STOPPED once every container is), its `healthStatus`, and
-    /// once STOPPED why, and whether it never ran.
+    /// (PENDING until every container has run, RUNNING, STOPPED once every container is), its
+    /// `healthStatus` (the engine's task health), and once STOPPED why, and whether it never ran.
     pub fn of(state: &TaskState) -> LocalStatus {
         let stopped = state.known() == Status::Stopped;
         LocalStatus {
-            last_status: state.ecs_last_status().to_owned(),
-            health_status: state.health_status().as_str().to_owned(),
+            last_status: match state.known() {
+                Status::Stopped => LastStatus::Stopped,
+                Status::Running => LastStatus::Running,
+                _ => LastStatus::Pending,
+            },
+            health_status: match state.health_status() {
+                Health::Healthy => HealthStatus::Healthy,
+                Health::Unhealthy => HealthStatus::Unhealthy,
+                // A task's health is never STARTING (that is a container's, while its check
+                // has no result): ECS says UNKNOWN then.
+                Health::Unknown | Health::Starting => HealthStatus::Unknown,
+            },
             stopped_reason: stopped.then(|| state.stopped_reason.clone()).flatten(),
             failed_to_start: state.stop_kind == Some(StopKind::Failed),
         }
@@ -528,8 +540,8 @@ async fn report_statuses<L: Local>(cluster: Cluster, node: String, lease: i64, l
             .map(|(id, (fence, s))| StatusRecord {
                 task: id.clone(),
                 fence: *fence,
-                last_status: s.last_status.clone(),
-                health_status: s.health_status.clone(),
+                last_status: s.last_status,
+                health_status: s.health_status,
                 stopped_reason: s.stopped_reason.clone(),
                 failed_to_start: s.failed_to_start,
                 updated_at_ms: now_ms(),
@@ -594,8 +606,8 @@ mod tests {
         assert_eq!(
             LocalStatus::of(&state),
             LocalStatus {
-                last_status: "PENDING".into(),
-                health_status: "UNKNOWN".into(),
+                last_status: LastStatus::Pending,
+                health_status: HealthStatus::Unknown,
                 stopped_reason: None,
                 failed_to_start: false,
             }
@@ -606,8 +618,8 @@ mod tests {
         assert_eq!(
             LocalStatus::of(&state),
             LocalStatus {
-                last_status: "STOPPED".into(),
-                health_status: "UNKNOWN".into(),
+                last_status: LastStatus::Stopped,
+                health_status: HealthStatus::Unknown,
                 stopped_reason: Some("Task stopped".into()),
                 failed_to_start: false,
             }

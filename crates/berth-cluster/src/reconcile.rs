@@ -35,7 +35,9 @@
 //!    placed keeps the reason why.
 
 use crate::placement::{self, NodeLoad, Request};
-use crate::record::{DesiredStatus, ServiceRecord, ServiceStatus, StopCode, TaskRecord};
+use crate::record::{
+    DesiredStatus, HealthStatus, LastStatus, ServiceRecord, ServiceStatus, StopCode, TaskRecord,
+};
 use crate::store::Versioned;
 use crate::view::ClusterView;
 use std::collections::{BTreeMap, BTreeSet};
@@ -175,7 +177,7 @@ pub fn healthy(view: &ClusterView, task: &TaskRecord) -> bool {
     let Some(status) = view.status_of(task) else {
         return false;
     };
-    if status.last_status != "RUNNING" || task.desired_status != DesiredStatus::Running {
+    if status.last_status != LastStatus::Running || task.desired_status != DesiredStatus::Running {
         return false;
     }
     let checked = task
@@ -184,9 +186,9 @@ pub fn healthy(view: &ClusterView, task: &TaskRecord) -> bool {
         .iter()
         .any(|c| c.essential && c.health_check.is_some());
     if checked {
-        status.health_status == "HEALTHY"
+        status.health_status == HealthStatus::Healthy
     } else {
-        status.health_status != "UNHEALTHY"
+        status.health_status != HealthStatus::Unhealthy
     }
 }
 
@@ -222,7 +224,7 @@ pub fn plan(
             }
             Some(_) => view
                 .status_of(task)
-                .filter(|s| s.last_status == crate::record::STOPPED)
+                .filter(|s| s.last_status == LastStatus::Stopped)
                 .map(|s| {
                     let code = if s.failed_to_start {
                         StopCode::TaskFailedToStart

@@ -8,7 +8,7 @@
 //! its error, never a panic: etcd is shared and another writer may have put anything there.
 
 use crate::keys;
-use crate::record::{self, NodeRecord, ServiceRecord, StatusRecord, TaskRecord};
+use crate::record::{self, LastStatus, NodeRecord, ServiceRecord, StatusRecord, TaskRecord};
 use crate::store::Versioned;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -102,14 +102,14 @@ impl ClusterView {
     /// ECS's `lastStatus` of a task as the cluster knows it: what the controller closed it
     /// with, else its node's report, else `PENDING` (not placed) or `PROVISIONING` (placed,
     /// nothing reported yet; ECS's first status of a task on an instance).
-    pub fn last_status(&self, task: &TaskRecord) -> String {
-        if let Some(s) = &task.last_status {
-            return s.clone();
+    pub fn last_status(&self, task: &TaskRecord) -> LastStatus {
+        if let Some(s) = task.last_status {
+            return s;
         }
         match (self.status_of(task), &task.node) {
-            (Some(s), _) => s.last_status.clone(),
-            (None, Some(_)) => "PROVISIONING".to_owned(),
-            (None, None) => "PENDING".to_owned(),
+            (Some(s), _) => s.last_status,
+            (None, Some(_)) => LastStatus::Provisioning,
+            (None, None) => LastStatus::Pending,
         }
     }
 }

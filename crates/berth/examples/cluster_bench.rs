@@ -21,7 +21,7 @@
 //! ```
 
 use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
-use berth_cluster::record::{Resources, TaskRecord};
+use berth_cluster::record::{LastStatus, Resources, TaskRecord};
 use berth_cluster::store::{Cluster, WatchEvent};
 use berth_engine::fake::FakeRuntime;
 use berth_engine::{Command, RunConfig, StopKind, TaskState};
@@ -367,7 +367,7 @@ async fn main() {
         let running = view
             .tasks
             .values()
-            .filter(|t| view.last_status(&t.value) == "RUNNING")
+            .filter(|t| view.last_status(&t.value) == LastStatus::Running)
             .count();
         if running == tasks {
             all_running = Some(started.elapsed());

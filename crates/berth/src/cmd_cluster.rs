@@ -9,7 +9,9 @@
 use crate::output::{Output, table};
 use anyhow::{Context as _, bail};
 use berth_cluster::now_ms;
-use berth_cluster::record::{Constraint, DesiredStatus, Resources, StopCode, Strategy, TaskRecord};
+use berth_cluster::record::{
+    Constraint, DesiredStatus, LastStatus, Resources, StopCode, Strategy, TaskRecord,
+};
 use berth_cluster::store::{Cluster, Versioned, parse_endpoints};
 use berth_cluster::view::ClusterView;
 use std::collections::BTreeMap;
@@ -242,7 +244,7 @@ async fn ps(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
                         "node": t.node,
                         "desiredStatus": t.desired_status,
                         "lastStatus": view.last_status(t),
-                        "healthStatus": view.status_of(t).map(|s| s.health_status.clone()),
+                        "healthStatus": view.status_of(t).map(|s| s.health_status),
                         "reason": t.reason,
                         "stopCode": t.stop_code,
                         "stoppedAtMs": t.stopped_at_ms,
@@ -263,7 +265,7 @@ async fn ps(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
                         t.service.clone().unwrap_or_else(|| "-".into()),
                         t.node.clone().unwrap_or_else(|| "-".into()),
                         t.desired_status.as_str().to_owned(),
-                        view.last_status(t),
+                        view.last_status(t).to_string(),
                         t.reason.clone().unwrap_or_else(|| "-".into()),
                     ]
                 })
@@ -408,7 +410,7 @@ async fn stop(task: &str, conn: &ConnArgs) -> anyhow::Result<ExitCode> {
         // it and reports (its last status is what the node last said).
         let closed = t.is_closed() || t.node.is_none();
         let last = if closed {
-            berth_cluster::record::STOPPED.to_owned()
+            LastStatus::Stopped
         } else {
             view.last_status(t)
         };

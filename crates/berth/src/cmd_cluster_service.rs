@@ -11,7 +11,7 @@ use crate::cmd_cluster::{ConnArgs, connect, json_option, print_json, warn_bad};
 use crate::output::{Output, table};
 use anyhow::bail;
 use berth_cluster::now_ms;
-use berth_cluster::record::{Constraint, ServiceRecord, ServiceStatus, Strategy};
+use berth_cluster::record::{Constraint, LastStatus, ServiceRecord, ServiceStatus, Strategy};
 use berth_cluster::service::{
     Change, DEFAULT_MAX, DEFAULT_MIN_HEALTHY, check_desired, check_percents, check_tasks,
     new_deployment,
@@ -381,10 +381,10 @@ pub fn counts(view: &ClusterView, service: &str) -> (usize, usize) {
         if t.service.as_deref() != Some(service) || t.is_closed() {
             continue;
         }
-        match view.last_status(t).as_str() {
-            "RUNNING" => running += 1,
-            berth_cluster::record::STOPPED => {}
-            _ => pending += 1,
+        match view.last_status(t) {
+            LastStatus::Running => running += 1,
+            LastStatus::Stopped => {}
+            LastStatus::Provisioning | LastStatus::Pending => pending += 1,
         }
     }
     (running, pending)

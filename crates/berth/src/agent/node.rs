@@ -14,7 +14,7 @@
 use super::{Agent, Start};
 use anyhow::{anyhow, bail};
 use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
-use berth_cluster::record::{Resources, TaskRecord as ClusterTask};
+use berth_cluster::record::{HealthStatus, LastStatus, Resources, TaskRecord as ClusterTask};
 use berth_engine::report::now_ms;
 use berth_engine::{Command, Status, StopKind, TaskState};
 use std::collections::BTreeMap;
@@ -262,8 +262,8 @@ impl Local for Node {
                     // Cleaned up here before the cluster closed it (the controller was away for
                     // the whole cleanup wait): it stopped, and its reason is gone with it.
                     None => LocalStatus {
-                        last_status: "STOPPED".into(),
-                        health_status: "UNKNOWN".into(),
+                        last_status: LastStatus::Stopped,
+                        health_status: HealthStatus::Unknown,
                         stopped_reason: Some(
                             "Task stopped; its record was cleaned up on the node".into(),
                         ),
