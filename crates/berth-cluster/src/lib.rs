@@ -24,6 +24,8 @@
 //!   statuses;
 //! - [`txns`]: the guarded transactions that change tasks and services;
 //! - [`controller`]: the controller's pass (plan, then execute) and its watch-fed mirror;
+//! - [`lease`]: one lease kept alive ([`lease::LeaseSession`]: grant or reclaim, renewals, gone
+//!   or lost), for the election and the node;
 //! - [`election`]: one controller leads;
 //! - [`node`]: a node agent's registration, assignment watch and status reports, over the
 //!   [`node::Local`] side that runs the tasks.
@@ -33,6 +35,7 @@ pub mod demand;
 pub mod election;
 pub mod expr;
 pub mod keys;
+pub mod lease;
 pub mod node;
 pub mod placement;
 pub mod reconcile;

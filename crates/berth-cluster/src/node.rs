@@ -22,18 +22,20 @@
 //! 3. The assignment watch runs from the stored revision + 1 (a compacted revision means a
 //!    resync); an assignment is accepted and started, an assignment that says STOPPED stops its
 //!    task, a deleted one is released (its task stopped if it still runs, its status removed).
-//!    The lease is renewed every third of its TTL; statuses are written when they change, all
+//!    The lease is renewed every third of its TTL ([`LeaseSession`]); statuses are written when they change, all
 //!    changes since the last write in one transaction (coalesced), under the lease, so they go
 //!    with it. The watch asks etcd for a progress answer every [`PROBE`]: a connection that
 //!    carries nothing is replaced.
 //! 4. Cut off from etcd, nothing stops: tasks keep running (as a kubelet's do), renewals and
-//!    writes fail and are tried again. Back in touch: a lease still alive continues the session;
-//!    an expired one starts the next session (step 1).
+//!    writes fail and are tried again (a lease not renewed for a TTL is only *lost* to a
+//!    controller; the node waits for etcd to say it is *gone*). Back in touch: a lease still
+//!    alive continues the session; an expired one starts the next session (step 1).
 //!
 //! A shutdown does not revoke the lease: an agent restarted within the TTL keeps its tasks; one
 //! that stays down is lost when the lease expires.
 
 use crate::keys;
+use crate::lease::LeaseSession;
 use crate::now_ms;
 use crate::record::{
     self, Assignment, DesiredStatus, HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord,
@@ -237,13 +239,8 @@ fn local_err(what: &str, e: String) -> ClusterError {
     }
 }
 
-/// Whether the stored lease is still alive in etcd.
-async fn live_lease(cluster: &Cluster, lease: Option<i64>) -> Result<Option<i64>, ClusterError> {
-    match lease {
-        Some(l) if cluster.keep_alive(l).await? > 0 => Ok(Some(l)),
-        _ => Ok(None),
-    }
-}
+/// What the node's lease is called in the log.
+const WHAT: &str = "the node's lease";
 
 /// Registers the node under `lease`.
 async fn register(cluster: &Cluster, config: &NodeConfig, lease: i64) -> Result<(), ClusterError> {
@@ -270,9 +267,13 @@ async fn session<L: Local>(
         .memory()
         .await
         .map_err(|e| local_err("reading the node's memory", e))?;
-    let lease = match live_lease(cluster, memory.lease).await? {
+    let stored = match memory.lease {
+        Some(lease) => LeaseSession::reclaim(cluster, lease, config.lease_ttl, WHAT).await?,
+        None => None,
+    };
+    let mut lease = match stored {
         Some(lease) => {
-            tracing::info!(node = %config.name, lease, "the node's lease is alive: resuming");
+            tracing::info!(node = %config.name, lease = lease.id(), "the node's lease is alive: resuming");
             if memory.revision == 0 {
                 resync(cluster, config, local.as_ref()).await?;
             }
@@ -289,28 +290,24 @@ async fn session<L: Local>(
                     tracing::warn!(node = %config.name, wait = ?config.stop_wait, "orphans still stopping; registering anyway");
                 }
             }
-            let secs = i64::try_from(config.lease_ttl.as_secs().max(1)).unwrap_or(i64::MAX);
-            let lease = cluster.grant(secs).await?;
+            let lease = LeaseSession::grant(cluster, config.lease_ttl, WHAT).await?;
             local
-                .save_lease(lease)
+                .save_lease(lease.id())
                 .await
                 .map_err(|e| local_err("saving the lease", e))?;
             lease
         }
     };
-    register(cluster, config, lease).await?;
-    tracing::info!(node = %config.name, lease, "node registered");
+    register(cluster, config, lease.id()).await?;
+    tracing::info!(node = %config.name, lease = lease.id(), "node registered");
 
     let reporter = tokio::spawn(report_statuses(
         cluster.clone(),
         config.name.clone(),
-        lease,
+        lease.id(),
         local.clone(),
     ));
     let _reporter = AbortOnDrop(reporter);
-    let ttl = config.lease_ttl.max(Duration::from_secs(1));
-    let mut renew = tokio::time::interval(ttl / 3);
-    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let from = local
             .memory()
@@ -328,9 +325,7 @@ async fn session<L: Local>(
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
                     () = shutdown.cancelled() => return Ok(End::Shutdown),
-                }
-                if live_lease(cluster, Some(lease)).await.ok() == Some(None) {
-                    return Ok(End::LeaseLost);
+                    () = lease.gone() => return Ok(End::LeaseLost),
                 }
                 continue;
             }
@@ -341,13 +336,9 @@ async fn session<L: Local>(
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(End::Shutdown),
-                _ = renew.tick() => {
-                    match cluster.keep_alive(lease).await {
-                        Ok(left) if left > 0 => {}
-                        Ok(_) => return Ok(End::LeaseLost),
-                        Err(e) => tracing::warn!(node = %config.name, error = %e, "renewing the node's lease failed; trying again"),
-                    }
-                }
+                // A lease only unsure (not renewed for a TTL) keeps the session: tasks keep
+                // running, and etcd says whether it is gone once it answers again.
+                () = lease.gone() => return Ok(End::LeaseLost),
                 _ = probe.tick() => {
                     if !answered {
                         tracing::warn!(node = %config.name, "the assignment watch gave no progress answer; watching again");

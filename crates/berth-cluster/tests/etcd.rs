@@ -115,6 +115,73 @@ async fn a_node_record_lives_as_long_as_its_lease() {
 }
 
 #[tokio::test]
+async fn a_lease_session_keeps_its_lease_until_dropped_or_revoked_and_is_reclaimed_while_alive() {
+    use berth_cluster::lease::LeaseSession;
+    let etcd = EtcdCluster::start("lease-session", 3);
+    let c = connect(&etcd).await;
+    let ttl = Duration::from_secs(1);
+    let node = |name: &str, lease: i64| NodeRecord {
+        name: name.to_owned(),
+        capacity: Resources::default(),
+        attributes: BTreeMap::new(),
+        version: "test".to_owned(),
+        registered_at_ms: 1,
+        lease,
+    };
+    let names = |nodes: Vec<NodeRecord>| nodes.into_iter().map(|n| n.name).collect::<Vec<_>>();
+
+    // Whole seconds: 1.5 s is granted as 1 s, and renewed for three times that.
+    let first = LeaseSession::grant(&c, Duration::from_millis(1500), "the test's lease")
+        .await
+        .expect("grant");
+    assert_eq!(first.ttl(), ttl);
+    c.put_node(&node("kept", first.id())).await.unwrap();
+    let dropped = LeaseSession::grant(&c, ttl, "the test's lease")
+        .await
+        .unwrap();
+    c.put_node(&node("dropped", dropped.id())).await.unwrap();
+    drop(dropped);
+    tokio::time::sleep(3 * ttl).await;
+    assert_eq!(names(c.nodes().await.unwrap()), ["kept"]);
+
+    // A stored lease is continued while etcd has it (a restarted process), and kept by the new
+    // session once the old one is dropped.
+    let id = first.id();
+    let mut again = LeaseSession::reclaim(&c, id, ttl, "the test's lease")
+        .await
+        .expect("reclaim")
+        .expect("still alive");
+    drop(first);
+    tokio::time::sleep(3 * ttl).await;
+    assert_eq!(names(c.nodes().await.unwrap()), ["kept"]);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), again.lost())
+            .await
+            .is_err()
+    );
+
+    // Revoked by one holder: another learns it is gone (and so lost), and it is not reclaimed.
+    let other = LeaseSession::reclaim(&c, id, ttl, "the test's lease")
+        .await
+        .unwrap()
+        .expect("alive");
+    other.revoke().await.expect("revoke");
+    tokio::time::timeout(Duration::from_secs(3), again.gone())
+        .await
+        .expect("gone");
+    tokio::time::timeout(Duration::from_millis(100), again.lost())
+        .await
+        .expect("gone is lost too");
+    assert!(c.nodes().await.unwrap().is_empty());
+    assert!(
+        LeaseSession::reclaim(&c, id, ttl, "the test's lease")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn six_tasks_spread_over_three_nodes_and_placement_survives_a_killed_member() {
     let mut etcd = EtcdCluster::start("spread", 3);
     let c = connect(&etcd).await;

@@ -152,3 +152,47 @@ async fn a_stalled_client_fails_within_the_call_timeout_and_recovers_by_itself_a
     assert!(took_heal < RECOVERY, "{took_heal:?}");
     assert_eq!(drains, ["n1"]);
 }
+
+#[tokio::test]
+async fn a_lease_session_cut_off_is_lost_within_its_ttl_and_gone_once_etcd_says_so() {
+    use berth_cluster::lease::LeaseSession;
+    let etcd = EtcdCluster::start("partition-lease", 3);
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let c = connect(&proxies.endpoint_list()).await;
+    let direct = connect(&etcd.endpoint_list()).await;
+    let ttl = Duration::from_secs(2);
+    let mut lease = LeaseSession::grant(&c, ttl, "the test's lease")
+        .await
+        .expect("grant");
+    // Renewed for longer than its TTL: neither lost nor gone.
+    tokio::time::sleep(2 * ttl).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), lease.lost())
+            .await
+            .is_err()
+    );
+
+    // Cut off: lost once a TTL has passed without a renewal (the renewal under way is not waited
+    // for), but not gone: etcd has said nothing.
+    proxies.cut();
+    let t = Instant::now();
+    tokio::time::timeout(ttl + MARGIN, lease.lost())
+        .await
+        .expect("lost within the TTL");
+    eprintln!("lease: lost {:?} after the cut", t.elapsed());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), lease.gone())
+            .await
+            .is_err(),
+        "etcd has not said it is gone"
+    );
+
+    // etcd ends it meanwhile; once back in touch, the session learns it is gone.
+    direct.revoke(lease.id()).await.expect("revoke");
+    proxies.heal();
+    let t = Instant::now();
+    tokio::time::timeout(RETRY_WINDOW + RECOVERY, lease.gone())
+        .await
+        .expect("gone once etcd answers");
+    eprintln!("lease: gone {:?} after the heal", t.elapsed());
+}
