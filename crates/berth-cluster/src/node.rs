@@ -41,6 +41,7 @@ use crate::record::{
     self, Assignment, DesiredStatus, HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord,
 };
 use crate::store::{Cluster, ClusterError, WatchEvent};
+use backon::{BackoffBuilder, ExponentialBuilder};
 use berth_engine::{Health, Status, StopKind, TaskState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -52,6 +53,14 @@ use tokio_util::sync::CancellationToken;
 /// How often the assignment watch asks for a progress answer; one that does not come within
 /// this time again means the watch's connection is dead.
 pub const PROBE: Duration = Duration::from_secs(5);
+
+/// The delays between attempts to connect to etcd: 200 ms, doubling, at most 5 s, for as long as
+/// it takes.
+const CONNECT_RETRY: ExponentialBuilder = ExponentialBuilder::new()
+    .with_min_delay(Duration::from_millis(200))
+    .with_factor(2.0)
+    .with_max_delay(Duration::from_secs(5))
+    .without_max_times();
 
 /// The reason an orphan is stopped with.
 pub const ORPHANED: &str = "Task stopped: its assignment was removed from the cluster while the node was out of touch (it was lost and its tasks closed)";
@@ -145,11 +154,13 @@ impl LocalStatus {
 }
 
 /// What runs the tasks on a node. Every method that changes [`Memory`] is durable when it
-/// returns `Ok`; an error (the local store cannot be written) leaves the revision where it was,
-/// and the node tries again.
+/// returns `Ok`; an error (the local store cannot be read or written) leaves the revision where
+/// it was, and the node tries again (the session names the operation: [`LocalError`]).
 pub trait Local: Send + Sync + 'static {
+    /// What the local store fails with.
+    type Error: std::error::Error + Send + Sync + 'static;
     /// What the node remembers.
-    fn memory(&self) -> impl Future<Output = Result<Memory, String>> + Send;
+    fn memory(&self) -> impl Future<Output = Result<Memory, Self::Error>> + Send;
     /// Accepts an assignment and starts its task, durably recording it with `fence` and the
     /// watch `revision`; with `stop`, the task is recorded already asked to stop (nothing runs).
     /// An accepted id is never started again.
@@ -159,7 +170,7 @@ pub trait Local: Send + Sync + 'static {
         fence: i64,
         revision: i64,
         stop: Option<String>,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Asks an accepted task to stop.
     fn stop(&self, id: &str, reason: &str) -> impl Future<Output = ()> + Send;
     /// Forgets an accepted assignment (it was deleted), recording `revision`; a task that still
@@ -169,17 +180,63 @@ pub trait Local: Send + Sync + 'static {
         id: &str,
         revision: i64,
         reason: &str,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Records that the watch has processed everything up to `revision`.
-    fn seen(&self, revision: i64) -> impl Future<Output = Result<(), String>> + Send;
+    fn seen(&self, revision: i64) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Records the lease of the current registration.
-    fn save_lease(&self, lease: i64) -> impl Future<Output = Result<(), String>> + Send;
+    fn save_lease(&self, lease: i64) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Resolves once none of `ids` runs any more.
     fn settled(&self, ids: &[String]) -> impl Future<Output = ()> + Send;
     /// Every accepted task's fence and status now.
     fn statuses(&self) -> BTreeMap<String, (i64, LocalStatus)>;
     /// Changes whenever a status may have changed.
     fn changes(&self) -> watch::Receiver<u64>;
+}
+
+/// Which operation of the node's local side failed, with the local store's error (`E`, its
+/// [`Local::Error`]) as the source. The message includes the store's, so one line in the log
+/// says what failed and why.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError<E: std::error::Error + 'static> {
+    #[error("the node's local store: reading the node's memory: {source}")]
+    Memory {
+        #[source]
+        source: E,
+    },
+    #[error("the node's local store: accepting task {task}: {source}")]
+    Accept {
+        task: String,
+        #[source]
+        source: E,
+    },
+    #[error("the node's local store: releasing task {task}: {source}")]
+    Release {
+        task: String,
+        #[source]
+        source: E,
+    },
+    #[error("the node's local store: recording revision {revision}: {source}")]
+    Revision {
+        revision: i64,
+        #[source]
+        source: E,
+    },
+    #[error("the node's local store: saving lease {lease:x}: {source}")]
+    Lease {
+        lease: i64,
+        #[source]
+        source: E,
+    },
+}
+
+/// Why a node session failed: etcd (connection, a call, a record), or the node's own store. Either
+/// way the next session starts a second later.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError<E: std::error::Error + 'static> {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Local(#[from] LocalError<E>),
 }
 
 /// Why a session ended.
@@ -198,17 +255,18 @@ pub async fn run<L: Local>(
     local: Arc<L>,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Duration::from_millis(200);
+    let mut delays = CONNECT_RETRY.build();
     let cluster = loop {
         match Cluster::connect(&endpoints).await {
             Ok(c) => break c,
             Err(e) => {
                 tracing::warn!(error = %e, node = %config.name, "cannot reach etcd; trying again");
+                // Without a limit of attempts the builder never runs out.
+                let delay = delays.next().unwrap_or(Duration::from_secs(5));
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(delay) => {}
                     () = shutdown.cancelled() => return,
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         }
     };
@@ -220,8 +278,15 @@ pub async fn run<L: Local>(
                 tracing::warn!(node = %config.name, "the node's lease is gone: resyncing before registering again");
                 lost = true;
             }
-            Err(e) => {
+            Err(SessionError::Cluster(e)) => {
                 tracing::warn!(node = %config.name, error = %e, "node session failed; starting again");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = shutdown.cancelled() => return,
+                }
+            }
+            Err(SessionError::Local(e)) => {
+                tracing::warn!(node = %config.name, error = %e, "the node's local store failed; starting the session again");
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
                     () = shutdown.cancelled() => return,
@@ -231,12 +296,12 @@ pub async fn run<L: Local>(
     }
 }
 
-/// An error of the node's local side, as a cluster error for the session's `?`.
-fn local_err(what: &str, e: String) -> ClusterError {
-    ClusterError::WatchEnded {
-        endpoints: "the node's local store".into(),
-        why: format!("{what}: {e}"),
-    }
+/// The node's memory, or which operation failed.
+async fn read_memory<L: Local>(local: &L) -> Result<Memory, LocalError<L::Error>> {
+    local
+        .memory()
+        .await
+        .map_err(|source| LocalError::Memory { source })
 }
 
 /// What the node's lease is called in the log.
@@ -262,11 +327,8 @@ async fn session<L: Local>(
     local: &Arc<L>,
     shutdown: &CancellationToken,
     lost: bool,
-) -> Result<End, ClusterError> {
-    let memory = local
-        .memory()
-        .await
-        .map_err(|e| local_err("reading the node's memory", e))?;
+) -> Result<End, SessionError<L::Error>> {
+    let memory = read_memory(local.as_ref()).await?;
     let stored = match memory.lease {
         Some(lease) => LeaseSession::reclaim(cluster, lease, config.lease_ttl, WHAT).await?,
         None => None,
@@ -294,7 +356,10 @@ async fn session<L: Local>(
             local
                 .save_lease(lease.id())
                 .await
-                .map_err(|e| local_err("saving the lease", e))?;
+                .map_err(|source| LocalError::Lease {
+                    lease: lease.id(),
+                    source,
+                })?;
             lease
         }
     };
@@ -309,12 +374,7 @@ async fn session<L: Local>(
     ));
     let _reporter = AbortOnDrop(reporter);
     loop {
-        let from = local
-            .memory()
-            .await
-            .map_err(|e| local_err("reading the node's memory", e))?
-            .revision
-            + 1;
+        let from = read_memory(local.as_ref()).await?.revision + 1;
         let mut watch = match cluster
             .watch(&keys::assign_prefix(&config.name), from)
             .await
@@ -389,7 +449,7 @@ async fn assigned<L: Local>(
     memory: &Memory,
     a: &Assignment,
     revision: i64,
-) -> Result<bool, ClusterError> {
+) -> Result<bool, SessionError<L::Error>> {
     let stop = (a.desired_status == DesiredStatus::Stopped).then(|| {
         a.reason
             .clone()
@@ -412,7 +472,10 @@ async fn assigned<L: Local>(
             local
                 .run(task.value, a.fence, revision, stop)
                 .await
-                .map_err(|e| local_err("accepting a task", e))?;
+                .map_err(|source| LocalError::Accept {
+                    task: a.task.clone(),
+                    source,
+                })?;
             Ok(true)
         }
     }
@@ -425,12 +488,9 @@ async fn apply<L: Local>(
     local: &L,
     events: Vec<WatchEvent>,
     seen: i64,
-) -> Result<(), ClusterError> {
+) -> Result<(), SessionError<L::Error>> {
     let prefix = keys::assign_prefix(&config.name);
-    let mut memory = local
-        .memory()
-        .await
-        .map_err(|e| local_err("reading the node's memory", e))?;
+    let mut memory = read_memory(local).await?;
     // A progress answer moves nothing: the revision is saved with the next change.
     let mut saved = if events.is_empty() {
         seen
@@ -464,7 +524,10 @@ async fn apply<L: Local>(
                     local
                         .release(&id, revision, ORPHANED)
                         .await
-                        .map_err(|e| local_err("releasing a task", e))?;
+                        .map_err(|source| LocalError::Release {
+                            task: id.clone(),
+                            source,
+                        })?;
                     saved = revision;
                 }
             }
@@ -474,7 +537,10 @@ async fn apply<L: Local>(
         local
             .seen(seen)
             .await
-            .map_err(|e| local_err("recording the revision", e))?;
+            .map_err(|source| LocalError::Revision {
+                revision: seen,
+                source,
+            })?;
     }
     Ok(())
 }
@@ -486,12 +552,9 @@ async fn resync<L: Local>(
     cluster: &Cluster,
     config: &NodeConfig,
     local: &L,
-) -> Result<Vec<String>, ClusterError> {
+) -> Result<Vec<String>, SessionError<L::Error>> {
     let (list, revision) = cluster.assignments(&config.name).await?;
-    let memory = local
-        .memory()
-        .await
-        .map_err(|e| local_err("reading the node's memory", e))?;
+    let memory = read_memory(local).await?;
     let present: BTreeSet<&str> = list.iter().map(|a| a.task.as_str()).collect();
     let mut accepted = 0usize;
     for a in &list {
@@ -505,14 +568,17 @@ async fn resync<L: Local>(
             local
                 .release(id, memory.revision, ORPHANED)
                 .await
-                .map_err(|e| local_err("releasing a task", e))?;
+                .map_err(|source| LocalError::Release {
+                    task: id.clone(),
+                    source,
+                })?;
             orphans.push(id.clone());
         }
     }
     local
         .seen(revision)
         .await
-        .map_err(|e| local_err("recording the revision", e))?;
+        .map_err(|source| LocalError::Revision { revision, source })?;
     tracing::info!(node = %config.name, assignments = list.len(), accepted, released = orphans.len(), revision, "assignments resynced");
     Ok(orphans)
 }
@@ -615,6 +681,66 @@ mod tests {
                 failed_to_start: false,
             }
         );
+    }
+
+    #[test]
+    fn a_local_store_failure_says_which_operation_and_keeps_the_stores_error() {
+        use std::error::Error as _;
+        let e: SessionError<std::io::Error> = LocalError::Accept {
+            task: "t1".into(),
+            source: std::io::Error::other("disk full"),
+        }
+        .into();
+        assert!(matches!(e, SessionError::Local(LocalError::Accept { .. })));
+        assert_eq!(
+            e.to_string(),
+            "the node's local store: accepting task t1: disk full"
+        );
+        assert_eq!(
+            e.source().map(ToString::to_string).as_deref(),
+            Some("disk full")
+        );
+        for (e, wanted) in [
+            (
+                LocalError::Memory {
+                    source: std::io::Error::other("x"),
+                },
+                "the node's local store: reading the node's memory: x",
+            ),
+            (
+                LocalError::Release {
+                    task: "t2".into(),
+                    source: std::io::Error::other("x"),
+                },
+                "the node's local store: releasing task t2: x",
+            ),
+            (
+                LocalError::Revision {
+                    revision: 42,
+                    source: std::io::Error::other("x"),
+                },
+                "the node's local store: recording revision 42: x",
+            ),
+            (
+                LocalError::Lease {
+                    lease: 255,
+                    source: std::io::Error::other("x"),
+                },
+                "the node's local store: saving lease ff: x",
+            ),
+        ] {
+            assert_eq!(e.to_string(), wanted);
+        }
+    }
+
+    #[test]
+    fn connecting_is_retried_after_200_ms_doubling_to_5_s() {
+        let delays: Vec<u64> = CONNECT_RETRY
+            .build()
+            .take(8)
+            .map(|d| u64::try_from(d.as_millis()).unwrap())
+            .collect();
+        assert_eq!(delays, [200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
     }
 
     #[test]

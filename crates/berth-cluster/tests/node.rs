@@ -71,7 +71,8 @@ impl FakeLocal {
 }
 
 impl Local for FakeLocal {
-    async fn memory(&self) -> Result<Memory, String> {
+    type Error = std::io::Error;
+    async fn memory(&self) -> Result<Memory, std::io::Error> {
         Ok(self.inner.lock().unwrap().memory.clone())
     }
     async fn run(
@@ -80,11 +81,11 @@ impl Local for FakeLocal {
         fence: i64,
         revision: i64,
         stop: Option<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), std::io::Error> {
         self.with(|i| {
             if i.failing_runs > 0 {
                 i.failing_runs -= 1;
-                return Err("the local store cannot be written".to_owned());
+                return Err(std::io::Error::other("the local store cannot be written"));
             }
             i.memory.accepted.insert(task.id.clone(), fence);
             i.memory.revision = revision;
@@ -108,7 +109,7 @@ impl Local for FakeLocal {
             }
         });
     }
-    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), String> {
+    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), std::io::Error> {
         self.with(|i| {
             if i.status
                 .get(id)
@@ -123,11 +124,11 @@ impl Local for FakeLocal {
             Ok(())
         })
     }
-    async fn seen(&self, revision: i64) -> Result<(), String> {
+    async fn seen(&self, revision: i64) -> Result<(), std::io::Error> {
         self.with(|i| i.memory.revision = revision);
         Ok(())
     }
-    async fn save_lease(&self, lease: i64) -> Result<(), String> {
+    async fn save_lease(&self, lease: i64) -> Result<(), std::io::Error> {
         self.with(|i| i.memory.lease = Some(lease));
         Ok(())
     }

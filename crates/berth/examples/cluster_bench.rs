@@ -59,7 +59,10 @@ impl SimNode {
 }
 
 impl Local for SimNode {
-    async fn memory(&self) -> Result<Memory, String> {
+    /// Its memory is in memory: nothing fails.
+    type Error = std::convert::Infallible;
+
+    async fn memory(&self) -> Result<Memory, Self::Error> {
         Ok(self.lock_memory().clone())
     }
 
@@ -69,7 +72,7 @@ impl Local for SimNode {
         fence: i64,
         revision: i64,
         stop: Option<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Self::Error> {
         let mut state = TaskState::new(
             task.id.clone(),
             task.definition,
@@ -119,7 +122,7 @@ impl Local for SimNode {
         }
     }
 
-    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), String> {
+    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), Self::Error> {
         self.stop(id, reason).await;
         let mut m = self.lock_memory();
         m.accepted.remove(id);
@@ -128,12 +131,12 @@ impl Local for SimNode {
         Ok(())
     }
 
-    async fn seen(&self, revision: i64) -> Result<(), String> {
+    async fn seen(&self, revision: i64) -> Result<(), Self::Error> {
         self.lock_memory().revision = revision;
         Ok(())
     }
 
-    async fn save_lease(&self, lease: i64) -> Result<(), String> {
+    async fn save_lease(&self, lease: i64) -> Result<(), Self::Error> {
         self.lock_memory().lease = Some(lease);
         Ok(())
     }

@@ -17,6 +17,7 @@ use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
 use berth_cluster::record::{HealthStatus, LastStatus, Resources, TaskRecord as ClusterTask};
 use berth_engine::report::now_ms;
 use berth_engine::{Command, Status, StopKind, TaskState};
+use berth_store::StoreError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,10 +138,6 @@ pub struct Node {
     pub(super) changes: watch::Sender<u64>,
 }
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 impl Node {
     /// Sends a stop to the task's actor, if it still has one.
     async fn ask_stop(&self, id: &str, reason: &str) {
@@ -156,8 +153,10 @@ impl Node {
 }
 
 impl Local for Node {
-    async fn memory(&self) -> Result<Memory, String> {
-        let m = self.agent.store.cluster_memory().map_err(err)?;
+    type Error = berth_store::StoreError;
+
+    async fn memory(&self) -> Result<Memory, StoreError> {
+        let m = self.agent.store.cluster_memory()?;
         Ok(Memory {
             lease: m.lease,
             revision: m.revision,
@@ -171,7 +170,7 @@ impl Local for Node {
         fence: i64,
         revision: i64,
         stop: Option<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StoreError> {
         let mut definition = task.definition;
         // This host's log drivers, as a submit applies them (the warnings go to the log).
         for w in berth_model::logging::apply(&mut definition, &self.agent.log_policy) {
@@ -196,8 +195,7 @@ impl Local for Node {
         };
         self.agent
             .store
-            .accept_cluster_task(&rec, fence, revision)
-            .map_err(err)?;
+            .accept_cluster_task(&rec, fence, revision)?;
         tracing::info!(task = %task.id, fence, "accepted an assignment");
         self.agent.metrics.task_submitted();
         self.agent.spawn(state, Start::New);
@@ -208,7 +206,7 @@ impl Local for Node {
         self.ask_stop(id, reason).await;
     }
 
-    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), String> {
+    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), StoreError> {
         let running = self
             .agent
             .snapshot(id)
@@ -217,24 +215,18 @@ impl Local for Node {
             tracing::warn!(task = %id, "its assignment is gone: stopping it");
             self.ask_stop(id, reason).await;
         }
-        self.agent
-            .store
-            .release_cluster_task(id, revision)
-            .map_err(err)?;
+        self.agent.store.release_cluster_task(id, revision)?;
         // The accepted set changed: the reporter removes its status.
         self.changes.send_modify(|n| *n += 1);
         Ok(())
     }
 
-    async fn seen(&self, revision: i64) -> Result<(), String> {
-        self.agent
-            .store
-            .save_cluster_revision(revision)
-            .map_err(err)
+    async fn seen(&self, revision: i64) -> Result<(), StoreError> {
+        self.agent.store.save_cluster_revision(revision)
     }
 
-    async fn save_lease(&self, lease: i64) -> Result<(), String> {
-        self.agent.store.save_cluster_lease(lease).map_err(err)
+    async fn save_lease(&self, lease: i64) -> Result<(), StoreError> {
+        self.agent.store.save_cluster_lease(lease)
     }
 
     async fn settled(&self, ids: &[String]) {
