@@ -3,6 +3,10 @@
 //! drives `berth agent --etcd … --node …` (the engine on Docker, its memory in the state store)
 //! and the benchmark's simulated fleet (the engine on its fake runtime).
 //!
+//! What to do with an assignment (accept, stop, ignore another fence, release) is decided by the
+//! pure [`decide`] module, with its own table and property tests; this module reads etcd and the
+//! node's memory, asks [`decide`], and performs what it returns.
+//!
 //! **What the node remembers** ([`Memory`], durable on the `Local` side): its lease, the etcd
 //! revision its assignments are processed up to, and every assignment it has accepted (task id →
 //! fence) until that assignment is deleted. Accepting an assignment (the task stored and started)
@@ -38,17 +42,20 @@ use crate::keys;
 use crate::lease::LeaseSession;
 use crate::now_ms;
 use crate::record::{
-    self, Assignment, DesiredStatus, HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord,
+    self, Assignment, HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord,
 };
 use crate::store::{Cluster, ClusterError, WatchEvent};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use berth_engine::{Health, Status, StopKind, TaskState};
-use std::collections::{BTreeMap, BTreeSet};
+use decide::Step;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+pub mod decide;
 
 /// How often the assignment watch asks for a progress answer; one that does not come within
 /// this time again means the watch's connection is dead.
@@ -442,46 +449,48 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Accepts `a` (its task read from etcd and started), or stops it when it says STOPPED.
-async fn assigned<L: Local>(
+/// Accepts `a` (decided by [`decide`]): reads its task and has the local side run it (recorded
+/// with its fence and `revision`; with `stop`, recorded already asked to stop). False when etcd
+/// has no such task (nothing is accepted).
+async fn accept<L: Local>(
     cluster: &Cluster,
     local: &L,
-    memory: &Memory,
     a: &Assignment,
     revision: i64,
+    stop: Option<String>,
 ) -> Result<bool, SessionError<L::Error>> {
-    let stop = (a.desired_status == DesiredStatus::Stopped).then(|| {
-        a.reason
-            .clone()
-            .unwrap_or_else(|| "Task stopped".to_owned())
-    });
-    match memory.accepted.get(&a.task) {
-        Some(&fence) => {
-            if fence != a.fence {
-                tracing::warn!(task = %a.task, fence, new = a.fence, "an assignment with another fence for an accepted task: ignored (a task id is placed once)");
-            } else if let Some(reason) = stop {
-                local.stop(&a.task, &reason).await;
-            }
-            Ok(false)
-        }
-        None => {
-            let Some(task) = cluster.task(&a.task).await? else {
-                tracing::warn!(task = %a.task, "assigned, but no such task: ignored");
-                return Ok(false);
-            };
-            local
-                .run(task.value, a.fence, revision, stop)
-                .await
-                .map_err(|source| LocalError::Accept {
-                    task: a.task.clone(),
-                    source,
-                })?;
-            Ok(true)
-        }
-    }
+    let Some(task) = cluster.task(&a.task).await? else {
+        tracing::warn!(task = %a.task, "assigned, but no such task: ignored");
+        return Ok(false);
+    };
+    local
+        .run(task.value, a.fence, revision, stop)
+        .await
+        .map_err(|source| LocalError::Accept {
+            task: a.task.clone(),
+            source,
+        })?;
+    Ok(true)
 }
 
-/// Applies one batch of assignment events, in order; then records `seen`.
+/// Has the local side release `task` (its assignment is gone), recording `revision`.
+async fn release<L: Local>(
+    local: &L,
+    task: &str,
+    revision: i64,
+) -> Result<(), SessionError<L::Error>> {
+    local
+        .release(task, revision, ORPHANED)
+        .await
+        .map_err(|source| LocalError::Release {
+            task: task.to_owned(),
+            source,
+        })?;
+    Ok(())
+}
+
+/// Applies one batch of assignment events, in order, each as [`decide`] says; then records
+/// `seen`.
 async fn apply<L: Local>(
     cluster: &Cluster,
     config: &NodeConfig,
@@ -514,20 +523,22 @@ async fn apply<L: Local>(
                         continue;
                     }
                 };
-                if assigned(cluster, local, &memory, &a, mod_revision).await? {
-                    memory.accepted.insert(a.task.clone(), a.fence);
-                    saved = mod_revision;
+                match decide::on_assignment(&memory, &a) {
+                    Step::Accept { stop } => {
+                        if accept(cluster, local, &a, mod_revision, stop).await? {
+                            memory.accepted.insert(a.task.clone(), a.fence);
+                            saved = mod_revision;
+                        }
+                    }
+                    Step::Stop { reason } => local.stop(&a.task, &reason).await,
+                    Step::Keep => {}
+                    Step::OtherFence { accepted } => other_fence(&a.task, accepted, a.fence),
                 }
             }
             WatchEvent::Delete { revision, .. } => {
-                if memory.accepted.remove(&id).is_some() {
-                    local
-                        .release(&id, revision, ORPHANED)
-                        .await
-                        .map_err(|source| LocalError::Release {
-                            task: id.clone(),
-                            source,
-                        })?;
+                if decide::on_delete(&memory, &id) {
+                    memory.accepted.remove(&id);
+                    release(local, &id, revision).await?;
                     saved = revision;
                 }
             }
@@ -545,9 +556,19 @@ async fn apply<L: Local>(
     Ok(())
 }
 
-/// Reads every assignment of the node and brings the node in line: new ones accepted, STOPPED
-/// ones stopped, accepted ones that are gone released. Returns the released ones that may still
-/// run (the orphans). The revision is recorded last, so a crash in the middle resyncs again.
+fn other_fence(task: &str, accepted: i64, listed: i64) {
+    tracing::warn!(
+        task,
+        fence = accepted,
+        new = listed,
+        "an assignment with another fence for an accepted task: ignored (a task id is placed once)"
+    );
+}
+
+/// Reads every assignment of the node and brings the node in line as [`decide::resync`] says:
+/// new ones accepted, STOPPED ones stopped, accepted ones that are gone released. Returns the
+/// released ones, which may still run (the orphans). The revision is recorded last, so a crash
+/// in the middle resyncs again.
 async fn resync<L: Local>(
     cluster: &Cluster,
     config: &NodeConfig,
@@ -555,32 +576,28 @@ async fn resync<L: Local>(
 ) -> Result<Vec<String>, SessionError<L::Error>> {
     let (list, revision) = cluster.assignments(&config.name).await?;
     let memory = read_memory(local).await?;
-    let present: BTreeSet<&str> = list.iter().map(|a| a.task.as_str()).collect();
+    let diff = decide::resync(&memory, &list);
     let mut accepted = 0usize;
-    for a in &list {
-        if assigned(cluster, local, &memory, a, memory.revision).await? {
+    for (a, stop) in diff.accept {
+        if accept(cluster, local, &a, memory.revision, stop).await? {
             accepted += 1;
         }
     }
-    let mut orphans = Vec::new();
-    for id in memory.accepted.keys() {
-        if !present.contains(id.as_str()) {
-            local
-                .release(id, memory.revision, ORPHANED)
-                .await
-                .map_err(|source| LocalError::Release {
-                    task: id.clone(),
-                    source,
-                })?;
-            orphans.push(id.clone());
-        }
+    for (task, reason) in &diff.stop {
+        local.stop(task, reason).await;
+    }
+    for (task, accepted, listed) in &diff.ignored {
+        other_fence(task, *accepted, *listed);
+    }
+    for task in &diff.release {
+        release(local, task, memory.revision).await?;
     }
     local
         .seen(revision)
         .await
         .map_err(|source| LocalError::Revision { revision, source })?;
-    tracing::info!(node = %config.name, assignments = list.len(), accepted, released = orphans.len(), revision, "assignments resynced");
-    Ok(orphans)
+    tracing::info!(node = %config.name, assignments = list.len(), accepted, released = diff.release.len(), revision, "assignments resynced");
+    Ok(diff.release)
 }
 
 /// Writes the statuses that changed since the last write, whenever the local side says
