@@ -196,3 +196,54 @@ async fn a_lease_session_cut_off_is_lost_within_its_ttl_and_gone_once_etcd_says_
         .expect("gone once etcd answers");
     eprintln!("lease: gone {:?} after the heal", t.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leading_controller_cut_off_stops_once_its_lease_is_lost() {
+    use berth_cluster::controller::{Config, Ended, run};
+    use tokio_util::sync::CancellationToken;
+    let etcd = EtcdCluster::start("partition-controller", 3);
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let c = connect(&proxies.endpoint_list()).await;
+    let direct = connect(&etcd.endpoint_list()).await;
+    let ttl = Duration::from_secs(2);
+    let config = Config {
+        name: "cut".into(),
+        lease_ttl: ttl,
+        interval: Duration::from_millis(200),
+        settings: berth_cluster::reconcile::Settings::default(),
+        new_id: Box::new(|| unreachable!("no service here")),
+    };
+    let cancel = CancellationToken::new();
+    let run = {
+        let c = c.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move { run(&c, config, cancel).await })
+    };
+    // Leading: the election key is held.
+    let start = Instant::now();
+    while direct
+        .count(berth_cluster::keys::ELECTION)
+        .await
+        .expect("count")
+        == 0
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never led");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(2 * ttl).await;
+    assert!(!run.is_finished(), "still leading");
+
+    proxies.cut();
+    let t = Instant::now();
+    let ended = tokio::time::timeout(ttl + RETRY_WINDOW + MARGIN, run)
+        .await
+        .expect("it stops")
+        .expect("joined");
+    eprintln!(
+        "controller: stopped {:?} after the cut: {ended:?}",
+        t.elapsed()
+    );
+    assert_eq!(ended.expect("no error"), Ended::Lost);
+    assert!(t.elapsed() <= ttl + MARGIN, "{:?}", t.elapsed());
+    proxies.heal();
+}
