@@ -1,9 +1,9 @@
 //! The agent as a cluster node (`berth agent --etcd ENDPOINTS --node NAME`): its options, and its
 //! side of berth-cluster's node loop ([`berth_cluster::node::Local`]) over the agent's task
 //! table, actors and state store. The node loop (registration, lease, assignment watch, status
-//! reports) is berth-cluster's; this module only runs, stops and reports tasks the way the
-//! control API's submit and stop do, and keeps the node's memory in the state store
-//! (`berth_store::cluster`).
+//! reports) is berth-cluster's; this module only runs tasks (through the agent's one
+//! `Agent::accept`, as the control API's submit does, stored with their fence and revision), stops
+//! and reports them, and keeps the node's memory in the state store (`berth_store::cluster`).
 //!
 //! A cluster task keeps its cluster id as its local id; its containers get the Docker labels
 //! `berth.node=<node>` and, for a service's task, `berth.service=<service>` (the task's
@@ -11,12 +11,11 @@
 //! ECS adds its `com.amazonaws.ecs.*` labels). Submits through the control API are refused on a
 //! node: placement only counts what the cluster placed.
 
-use super::{Agent, Start};
+use super::{Agent, Origin};
 use anyhow::{anyhow, bail};
 use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
 use berth_cluster::record::{HealthStatus, LastStatus, Resources, TaskRecord as ClusterTask};
-use berth_engine::report::now_ms;
-use berth_engine::{Command, Status, StopKind, TaskState};
+use berth_engine::{Command, Status};
 use berth_store::StoreError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -171,34 +170,25 @@ impl Local for Node {
         revision: i64,
         stop: Option<String>,
     ) -> Result<(), StoreError> {
-        let mut definition = task.definition;
-        // This host's log drivers, as a submit applies them (the warnings go to the log).
-        for w in berth_model::logging::apply(&mut definition, &self.agent.log_policy) {
-            tracing::warn!(task = %task.id, "{w}");
-        }
-        let mut state = TaskState::new(task.id.clone(), definition, now_ms());
-        state
-            .extra_labels
-            .insert(LABEL_NODE.to_owned(), self.name.clone());
+        let definition = task.definition;
+        // The node's labels on every container (as ECS adds its own), as the task's extra labels.
+        let mut labels = BTreeMap::from([(LABEL_NODE.to_owned(), self.name.clone())]);
         if let Some(service) = &task.service {
-            state
-                .extra_labels
-                .insert(LABEL_SERVICE.to_owned(), service.clone());
+            labels.insert(LABEL_SERVICE.to_owned(), service.clone());
         }
-        if let Some(reason) = &stop {
-            // Asked to stop before it ran: its containers are marked STOPPED with no Docker call.
-            state.request_stop(reason, StopKind::Requested);
-        }
-        let rec = berth_store::TaskRecord {
-            state: state.clone(),
-            cleanup: Default::default(),
+        // Accepted as a submit is (this host's log drivers applied, the warnings to the log),
+        // stored with its fence and the revision in one transaction.
+        let origin = Origin::Cluster {
+            fence,
+            revision,
+            stop,
+            labels,
         };
-        self.agent
-            .store
-            .accept_cluster_task(&rec, fence, revision)?;
-        tracing::info!(task = %task.id, fence, "accepted an assignment");
-        self.agent.metrics.task_submitted();
-        self.agent.spawn(state, Start::New);
+        let accepted = self.agent.accept(definition, task.id, origin).await?;
+        for w in &accepted.warnings {
+            tracing::warn!(task = %accepted.id, "{w}");
+        }
+        tracing::info!(task = %accepted.id, fence, "accepted an assignment");
         Ok(())
     }
 
