@@ -26,14 +26,17 @@
 //! 3. The assignment watch runs from the stored revision + 1 (a compacted revision means a
 //!    resync); an assignment is accepted and started, an assignment that says STOPPED stops its
 //!    task, a deleted one is released (its task stopped if it still runs, its status removed).
-//!    The lease is renewed every third of its TTL ([`LeaseSession`]); statuses are written when they change, all
-//!    changes since the last write in one transaction (coalesced), under the lease, so they go
-//!    with it. The watch asks etcd for a progress answer every [`PROBE`]: a connection that
-//!    carries nothing is replaced.
+//!    The lease is renewed every third of its TTL ([`LeaseSession`]); statuses are written when
+//!    they change, all changes since the last write in one transaction (coalesced), under the
+//!    lease, so they go with it. The watch asks etcd for a progress answer every [`PROBE`]: a
+//!    connection that carries nothing is replaced.
 //! 4. Cut off from etcd, nothing stops: tasks keep running (as a kubelet's do), renewals and
 //!    writes fail and are tried again (a lease not renewed for a TTL is only *lost* to a
 //!    controller; the node waits for etcd to say it is *gone*). Back in touch: a lease still
 //!    alive continues the session; an expired one starts the next session (step 1).
+//! 5. A failure of etcd or of the node's own store ([`LocalError`]: which operation, with the
+//!    store's error) ends the session ([`SessionError`] says which); the next one starts a
+//!    second later, from what the node remembers.
 //!
 //! A shutdown does not revoke the lease: an agent restarted within the TTL keeps its tasks; one
 //! that stays down is lost when the lease expires.
@@ -285,15 +288,15 @@ pub async fn run<L: Local>(
                 tracing::warn!(node = %config.name, "the node's lease is gone: resyncing before registering again");
                 lost = true;
             }
-            Err(SessionError::Cluster(e)) => {
-                tracing::warn!(node = %config.name, error = %e, "node session failed; starting again");
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    () = shutdown.cancelled() => return,
+            Err(e) => {
+                match &e {
+                    SessionError::Cluster(e) => {
+                        tracing::warn!(node = %config.name, error = %e, "node session failed; starting again");
+                    }
+                    SessionError::Local(e) => {
+                        tracing::warn!(node = %config.name, error = %e, "the node's local store failed; starting the session again");
+                    }
                 }
-            }
-            Err(SessionError::Local(e)) => {
-                tracing::warn!(node = %config.name, error = %e, "the node's local store failed; starting the session again");
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
                     () = shutdown.cancelled() => return,
