@@ -1,9 +1,11 @@
-//! ECS's service rules (CreateService, UpdateService, the REPLICA scheduler's deployment
-//! configuration), as pure functions: the largest desired count ([`MAX_DESIRED`]), the default
-//! percentages and their ranges ([`check_desired`], [`check_min_healthy`], [`check_max`],
-//! [`check_percents`]), deployment ids ([`new_deployment`]), the checks a service's tasks go
-//! through ([`check_tasks`]) and what an update changes ([`Change`]: which fields, and whether
-//! that is a new deployment, [`redeploys`]).
+//! ECS's service rules (CreateService, UpdateService, DeleteService, the REPLICA scheduler's
+//! deployment configuration), as pure functions: a new service's defaults ([`new_service`]), the
+//! largest desired count ([`MAX_DESIRED`]), the default percentages and their ranges
+//! ([`check_desired`], [`check_min_healthy`], [`check_max`], [`check_percents`]), deployment ids
+//! ([`new_deployment`]), the checks a service's tasks go through ([`check_tasks`]), what an update
+//! changes ([`Change`]: which fields, and whether that is a new deployment, [`redeploys`]; a
+//! service being removed is not updated) and what a removal writes ([`remove`]: refused while the
+//! service is scaled above 0, unless forced).
 //!
 //! Two users: `berth cluster service` checks what it writes with them, and the controller
 //! ([`crate::reconcile`]) refuses to act on an ACTIVE service record that breaks
@@ -15,7 +17,7 @@
 //! and above the minimum, so a rolling update can always either stop an old task or start a new
 //! one. The messages name the command-line options, since that is where a value comes from.
 
-use crate::record::{Constraint, ServiceRecord, Strategy};
+use crate::record::{Constraint, ServiceRecord, ServiceStatus, Strategy};
 use berth_model::TaskDefinition;
 
 /// ECS's quota of tasks per service: the largest desired count.
@@ -56,6 +58,17 @@ pub enum ServiceError {
     /// reserves), in that check's words (which name the JSON path).
     #[error("{0}")]
     Tasks(String),
+    /// An update of a service being removed (DRAINING).
+    #[error(
+        "service {name:?} is being removed (DRAINING) and cannot be updated; create it again once `berth cluster service ls` no longer lists it"
+    )]
+    BeingRemoved { name: String },
+    /// A removal of a service still scaled above 0, not forced (ECS DeleteService's refusal,
+    /// its first sentence in ECS's words).
+    #[error(
+        "service {name:?}: The service cannot be stopped while it is scaled above 0. Its desired count is {desired}: scale it to 0 first (`berth cluster service update {name} --desired-count 0`), or remove it with --force (its tasks are stopped)"
+    )]
+    ScaledAboveZero { name: String, desired: u32 },
 }
 
 /// `--desired-count`: 0 to [`MAX_DESIRED`].
@@ -107,6 +120,56 @@ pub fn check_tasks(svc: &ServiceRecord) -> Result<(), ServiceError> {
     svc.task("check".to_owned(), svc.updated_at_ms)
         .map(drop)
         .map_err(ServiceError::Tasks)
+}
+
+/// A new ACTIVE service of `desired_count` tasks of `definition` at `now` (ECS CreateService's
+/// defaults: no placement constraint, the default strategy, [`DEFAULT_MIN_HEALTHY`] and
+/// [`DEFAULT_MAX`], a new deployment, nothing launched yet). Checked by [`check_record`] and
+/// [`check_tasks`] once its caller has set what it was given.
+pub fn new_service(
+    name: String,
+    definition: TaskDefinition,
+    desired_count: u32,
+    now: u64,
+) -> ServiceRecord {
+    ServiceRecord {
+        name,
+        definition,
+        desired_count,
+        placement_constraints: Vec::new(),
+        placement_strategy: Vec::new(),
+        minimum_healthy_percent: DEFAULT_MIN_HEALTHY,
+        maximum_percent: DEFAULT_MAX,
+        created_at_ms: now,
+        status: ServiceStatus::Active,
+        deployment: new_deployment(),
+        launched: 0,
+        updated_at_ms: now,
+    }
+}
+
+/// What removing `svc` at `now` writes (ECS DeleteService): DRAINING with desired count 0, the
+/// controller then stops its tasks and deletes it. None: it is being removed already. Refused
+/// while it is scaled above 0, unless `force` (its tasks are stopped).
+pub fn remove(
+    svc: &ServiceRecord,
+    force: bool,
+    now: u64,
+) -> Result<Option<ServiceRecord>, ServiceError> {
+    if svc.status == ServiceStatus::Draining {
+        return Ok(None);
+    }
+    if svc.desired_count > 0 && !force {
+        return Err(ServiceError::ScaledAboveZero {
+            name: svc.name.clone(),
+            desired: svc.desired_count,
+        });
+    }
+    let mut new = svc.clone();
+    new.status = ServiceStatus::Draining;
+    new.desired_count = 0;
+    new.updated_at_ms = now;
+    Ok(Some(new))
 }
 
 /// A new deployment id, ECS's form: `ecs-svc/` and 19 random digits.
@@ -164,13 +227,18 @@ impl Change {
     }
 
     /// The service as changed at `now`, and whether that is a new deployment ([`redeploys`]; it
-    /// gets a [`new_deployment`] id). The error: the combined percentages, or a check the
-    /// service's tasks would fail.
+    /// gets a [`new_deployment`] id). The error: the service is being removed, the combined
+    /// percentages, or a check the service's tasks would fail.
     pub fn apply(
         &self,
         old: &ServiceRecord,
         now: u64,
     ) -> Result<(ServiceRecord, bool), ServiceError> {
+        if old.status == ServiceStatus::Draining {
+            return Err(ServiceError::BeingRemoved {
+                name: old.name.clone(),
+            });
+        }
         let mut new = old.clone();
         if let Some(d) = &self.definition {
             new.definition = d.clone();
@@ -204,7 +272,6 @@ impl Change {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::ServiceStatus;
 
     #[test]
     fn ecs_ranges_and_defaults() {
@@ -360,6 +427,62 @@ mod tests {
             ..Change::default()
         };
         assert!(!same.apply(&old, 9).unwrap().1);
+    }
+
+    #[test]
+    fn a_new_service_has_ecs_defaults() {
+        let old = service();
+        let svc = new_service("web".into(), old.definition.clone(), 3, 42);
+        assert_eq!(
+            (
+                svc.minimum_healthy_percent,
+                svc.maximum_percent,
+                svc.status,
+                svc.launched,
+                svc.created_at_ms,
+                svc.updated_at_ms
+            ),
+            (100, 200, ServiceStatus::Active, 0, 42, 42)
+        );
+        assert!(svc.placement_constraints.is_empty() && svc.placement_strategy.is_empty());
+        assert!(svc.deployment.starts_with("ecs-svc/"), "{}", svc.deployment);
+        assert_eq!(check_record(&svc), Ok(()));
+        assert_eq!(check_tasks(&svc), Ok(()));
+    }
+
+    #[test]
+    fn a_removal_drains_and_is_refused_while_scaled_above_zero() {
+        let old = service();
+        let e = remove(&old, false, 9).unwrap_err().to_string();
+        assert!(
+            e.contains("The service cannot be stopped while it is scaled above 0.")
+                && e.contains("--desired-count 0")
+                && e.contains("--force"),
+            "{e}"
+        );
+        let forced = remove(&old, true, 9).unwrap().expect("written");
+        assert_eq!(
+            (forced.status, forced.desired_count, forced.updated_at_ms),
+            (ServiceStatus::Draining, 0, 9)
+        );
+        let scaled_in = ServiceRecord {
+            desired_count: 0,
+            ..old.clone()
+        };
+        assert_eq!(
+            remove(&scaled_in, false, 9).unwrap().map(|s| s.status),
+            Some(ServiceStatus::Draining)
+        );
+        // Already being removed: nothing to write, and no update either.
+        assert_eq!(remove(&forced, false, 10), Ok(None));
+        let e = Change {
+            desired_count: Some(1),
+            ..Change::default()
+        }
+        .apply(&forced, 10)
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("is being removed (DRAINING)"), "{e}");
     }
 
     #[test]

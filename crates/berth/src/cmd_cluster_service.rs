@@ -11,12 +11,11 @@ use crate::cmd_cluster::{ConnArgs, connect, json_option, print_json, warn_bad};
 use crate::output::{Output, table};
 use anyhow::bail;
 use berth_cluster::now_ms;
-use berth_cluster::record::{Constraint, LastStatus, ServiceRecord, ServiceStatus, Strategy};
+use berth_cluster::record::{Constraint, ServiceRecord, ServiceStatus, Strategy};
 use berth_cluster::service::{
     Change, DEFAULT_MAX, DEFAULT_MIN_HEALTHY, check_desired, check_percents, check_tasks,
-    new_deployment,
+    new_service, remove,
 };
-use berth_cluster::view::ClusterView;
 use berth_model::TaskDefinition;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -235,6 +234,7 @@ async fn create(
     conn: &ConnArgs,
 ) -> anyhow::Result<ExitCode> {
     berth_cluster::keys::check_name("service", &name).map_err(anyhow::Error::msg)?;
+    // The numbers first (what `check_record` checks), before any file or JSON is read.
     check_desired(desired_count)?;
     check_percents(min_healthy, max)?;
     let placement_constraints: Vec<Constraint> = json_option("placement-constraints", constraints)?;
@@ -243,20 +243,12 @@ async fn create(
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    let now = now_ms();
     let svc = ServiceRecord {
-        name,
-        definition,
-        desired_count,
         placement_constraints,
         placement_strategy,
         minimum_healthy_percent: min_healthy,
         maximum_percent: max,
-        created_at_ms: now,
-        status: ServiceStatus::Active,
-        deployment: new_deployment(),
-        launched: 0,
-        updated_at_ms: now,
+        ..new_service(name, definition, desired_count, now_ms())
     };
     check_tasks(&svc)?;
     let cluster = connect(conn).await?;
@@ -299,11 +291,6 @@ async fn update(name: &str, change: &Change, conn: &ConnArgs) -> anyhow::Result<
         let Some(read) = cluster.service(name).await? else {
             return Err(unknown(name));
         };
-        if read.value.status == ServiceStatus::Draining {
-            bail!(
-                "service {name:?} is being removed (DRAINING) and cannot be updated; create it again once `berth cluster service ls` no longer lists it"
-            );
-        }
         let (new, redeploy) = change.apply(&read.value, now_ms())?;
         if cluster.update_service(&read, &new).await? {
             match conn.output {
@@ -339,22 +326,11 @@ async fn rm(name: &str, force: bool, conn: &ConnArgs) -> anyhow::Result<ExitCode
         let Some(read) = cluster.service(name).await? else {
             return Err(unknown(name));
         };
-        let svc: &ServiceRecord = &read.value;
-        let already = svc.status == ServiceStatus::Draining;
-        let written = if already {
-            true
-        } else {
-            if svc.desired_count > 0 && !force {
-                bail!(
-                    "service {name:?}: The service cannot be stopped while it is scaled above 0. Its desired count is {}: scale it to 0 first (`berth cluster service update {name} --desired-count 0`), or remove it with --force (its tasks are stopped)",
-                    svc.desired_count
-                );
-            }
-            let mut new = svc.clone();
-            new.status = ServiceStatus::Draining;
-            new.desired_count = 0;
-            new.updated_at_ms = now_ms();
-            cluster.update_service(&read, &new).await?
+        let removed = remove(&read.value, force, now_ms())?;
+        let already = removed.is_none();
+        let written = match &removed {
+            None => true,
+            Some(new) => cluster.update_service(&read, new).await?,
         };
         if written {
             match conn.output {
@@ -373,23 +349,6 @@ async fn rm(name: &str, force: bool, conn: &ConnArgs) -> anyhow::Result<ExitCode
     bail!("service {name:?} kept changing while being removed; try again")
 }
 
-/// A service's tasks the controller has not closed: (RUNNING, PENDING): reported RUNNING, and
-/// not yet running (not placed, or placed and not reported RUNNING or STOPPED).
-pub fn counts(view: &ClusterView, service: &str) -> (usize, usize) {
-    let (mut running, mut pending) = (0, 0);
-    for t in view.tasks.values().map(|t| &t.value) {
-        if t.service.as_deref() != Some(service) || t.is_closed() {
-            continue;
-        }
-        match view.last_status(t) {
-            LastStatus::Running => running += 1,
-            LastStatus::Stopped => {}
-            LastStatus::Provisioning | LastStatus::Pending => pending += 1,
-        }
-    }
-    (running, pending)
-}
-
 async fn ls(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
     let cluster = connect(conn).await?;
     let view = cluster.view().await?;
@@ -397,7 +356,7 @@ async fn ls(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
     let services: Vec<(&ServiceRecord, (usize, usize))> = view
         .services
         .values()
-        .map(|s| (&s.value, counts(&view, &s.value.name)))
+        .map(|s| (&s.value, view.service_counts(&s.value.name)))
         .collect();
     match conn.output {
         Output::Json => {
