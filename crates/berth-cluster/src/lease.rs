@@ -8,17 +8,17 @@
 //!
 //! - [`LeaseSession::gone`]: etcd answered that the lease is gone (expired or revoked; its keys
 //!   went with it). Final.
-//! - [`LeaseSession::lost`]: gone, or no renewal has succeeded for a whole TTL (counted from the
-//!   last one that did, whatever a renewal under way is still trying), so the lease may have
-//!   expired and whoever holds it must act as if it had (a leader stops leading: by then another
-//!   may lead). Final too: once lost, a session stays lost, though it keeps renewing, so that
-//!   `gone` is still learnt.
+//! - [`LeaseSession::lost`]: gone, or a renewal failed and none has succeeded for a whole TTL,
+//!   so the lease may have expired and whoever holds it must act as if it had (a leader stops
+//!   leading: by then another may lead). Final too: once lost, a session stays lost, though it
+//!   keeps renewing, so that `gone` is still learnt.
 //!
 //! Dropping a session stops the renewals (the lease expires within its TTL; a node agent relies
 //! on that to keep its lease across a restart); [`LeaseSession::revoke`] ends it at once.
 //! Limits: the TTL is whole seconds (etcd's unit), at least 1; a renewal is one
 //! [`Cluster::keep_alive`] call, which may itself take up to [`crate::store::RETRY_WINDOW`]
-//! (until the session is lost, it is cut short at the end of the TTL).
+//! (waited for: an etcd election extends every lease, so a renewal that gets through late still
+//! holds it); a holder cut off from every member learns it is lost when that call fails.
 
 use crate::store::{Cluster, ClusterError};
 use std::time::Duration;
@@ -132,9 +132,11 @@ impl Drop for LeaseSession {
     }
 }
 
-/// Renews `lease` every third of `ttl` until etcd says it is gone; marks it unsure once a whole
-/// `ttl` has passed since the last renewal that succeeded (a renewal still under way then is
-/// given up, not waited for: the call may try for longer than a TTL).
+/// Renews `lease` every third of `ttl` until etcd says it is gone; marks it unsure when a
+/// renewal fails and none has succeeded for a whole `ttl`. A renewal under way is waited for,
+/// not cut short at the TTL: through an etcd election (a member lost) the call is tried again
+/// until the new leader answers, and etcd extends every lease on a leader change, so a renewal
+/// that gets through late still holds the lease.
 async fn renew(
     cluster: Cluster,
     lease: i64,
@@ -145,20 +147,7 @@ async fn renew(
     let mut last_ok = Instant::now();
     loop {
         tokio::time::sleep(ttl / 3).await;
-        let call = cluster.keep_alive(lease);
-        let renewed = if *state.borrow() == Held::Renewed {
-            tokio::select! {
-                r = call => r,
-                () = tokio::time::sleep_until(last_ok + ttl) => {
-                    tracing::warn!(lease, ttl = ?ttl, "{what} was not renewed for a whole TTL: it may have expired");
-                    state.send_replace(Held::Unsure);
-                    continue;
-                }
-            }
-        } else {
-            call.await
-        };
-        match renewed {
+        match cluster.keep_alive(lease).await {
             Ok(left) if left > 0 => last_ok = Instant::now(),
             Ok(_) => {
                 tracing::warn!(lease, "{what} is gone");
@@ -171,6 +160,7 @@ async fn renew(
                     state.send_if_modified(|h| {
                         let was = *h == Held::Renewed;
                         if was {
+                            tracing::warn!(lease, ttl = ?ttl, "{what} was not renewed for a whole TTL: it may have expired");
                             *h = Held::Unsure;
                         }
                         was

@@ -154,7 +154,7 @@ async fn a_stalled_client_fails_within_the_call_timeout_and_recovers_by_itself_a
 }
 
 #[tokio::test]
-async fn a_lease_session_cut_off_is_lost_within_its_ttl_and_gone_once_etcd_says_so() {
+async fn a_lease_session_cut_off_is_lost_once_a_renewal_fails_and_gone_once_etcd_says_so() {
     use berth_cluster::lease::LeaseSession;
     let etcd = EtcdCluster::start("partition-lease", 3);
     let proxies = ProxySet::start(&etcd.client_addrs());
@@ -172,13 +172,13 @@ async fn a_lease_session_cut_off_is_lost_within_its_ttl_and_gone_once_etcd_says_
             .is_err()
     );
 
-    // Cut off: lost once a TTL has passed without a renewal (the renewal under way is not waited
-    // for), but not gone: etcd has said nothing.
+    // Cut off: lost once a renewal fails (after its retry window) with none for a TTL, but not
+    // gone: etcd has said nothing.
     proxies.cut();
     let t = Instant::now();
-    tokio::time::timeout(ttl + MARGIN, lease.lost())
+    tokio::time::timeout(ttl + RETRY_WINDOW + MARGIN, lease.lost())
         .await
-        .expect("lost within the TTL");
+        .expect("lost once a renewal fails");
     eprintln!("lease: lost {:?} after the cut", t.elapsed());
     assert!(
         tokio::time::timeout(Duration::from_millis(100), lease.gone())
@@ -187,11 +187,12 @@ async fn a_lease_session_cut_off_is_lost_within_its_ttl_and_gone_once_etcd_says_
         "etcd has not said it is gone"
     );
 
-    // etcd ends it meanwhile; once back in touch, the session learns it is gone.
-    direct.revoke(lease.id()).await.expect("revoke");
+    // etcd ends it meanwhile (its TTL ran out long ago: nobody renewed it; revoked, should it
+    // not have yet); once back in touch, the session learns it is gone.
+    let _ = direct.revoke(lease.id()).await;
     proxies.heal();
     let t = Instant::now();
-    tokio::time::timeout(RETRY_WINDOW + RECOVERY, lease.gone())
+    tokio::time::timeout(ttl + RETRY_WINDOW + RECOVERY, lease.gone())
         .await
         .expect("gone once etcd answers");
     eprintln!("lease: gone {:?} after the heal", t.elapsed());
@@ -199,6 +200,7 @@ async fn a_lease_session_cut_off_is_lost_within_its_ttl_and_gone_once_etcd_says_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leading_controller_cut_off_stops_once_its_lease_is_lost() {
+    // Lost: a renewal failed (after its retry window) with none for a TTL.
     use berth_cluster::controller::{Config, Ended, run};
     use tokio_util::sync::CancellationToken;
     let etcd = EtcdCluster::start("partition-controller", 3);
@@ -244,6 +246,5 @@ async fn a_leading_controller_cut_off_stops_once_its_lease_is_lost() {
         t.elapsed()
     );
     assert_eq!(ended.expect("no error"), Ended::Lost);
-    assert!(t.elapsed() <= ttl + MARGIN, "{:?}", t.elapsed());
     proxies.heal();
 }
