@@ -48,8 +48,7 @@ use crate::record::{
     self, Assignment, HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord,
 };
 use crate::store::{Cluster, ClusterError, WatchEvent};
-use backon::{BackoffBuilder, ExponentialBuilder};
-use berth_engine::{Health, Status, StopKind, TaskState};
+use berth_engine::{Health, RetryPolicy, Status, StopKind, TaskState};
 use decide::Step;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -65,12 +64,11 @@ pub mod decide;
 pub const PROBE: Duration = Duration::from_secs(5);
 
 /// The delays between attempts to connect to etcd: 200 ms, doubling, at most 5 s, for as long as
-/// it takes.
-const CONNECT_RETRY: ExponentialBuilder = ExponentialBuilder::new()
-    .with_min_delay(Duration::from_millis(200))
-    .with_factor(2.0)
-    .with_max_delay(Duration::from_secs(5))
-    .without_max_times();
+/// it takes (berth's one retry schedule, the engine's `RetryPolicy`).
+const CONNECT_RETRY: RetryPolicy = RetryPolicy {
+    first: Duration::from_millis(200),
+    max: Duration::from_secs(5),
+};
 
 /// The reason an orphan is stopped with.
 pub const ORPHANED: &str = "Task stopped: its assignment was removed from the cluster while the node was out of touch (it was lost and its tasks closed)";
@@ -265,16 +263,14 @@ pub async fn run<L: Local>(
     local: Arc<L>,
     shutdown: CancellationToken,
 ) {
-    let mut delays = CONNECT_RETRY.build();
+    let mut delays = CONNECT_RETRY.backoff();
     let cluster = loop {
         match Cluster::connect(&endpoints).await {
             Ok(c) => break c,
             Err(e) => {
                 tracing::warn!(error = %e, node = %config.name, "cannot reach etcd; trying again");
-                // Without a limit of attempts the builder never runs out.
-                let delay = delays.next().unwrap_or(Duration::from_secs(5));
                 tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
+                    () = tokio::time::sleep(delays.next_delay()) => {}
                     () = shutdown.cancelled() => return,
                 }
             }
@@ -755,10 +751,9 @@ mod tests {
 
     #[test]
     fn connecting_is_retried_after_200_ms_doubling_to_5_s() {
-        let delays: Vec<u64> = CONNECT_RETRY
-            .build()
-            .take(8)
-            .map(|d| u64::try_from(d.as_millis()).unwrap())
+        let mut backoff = CONNECT_RETRY.backoff();
+        let delays: Vec<u64> = (0..8)
+            .map(|_| u64::try_from(backoff.next_delay().as_millis()).unwrap())
             .collect();
         assert_eq!(delays, [200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
     }
