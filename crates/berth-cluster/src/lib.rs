@@ -50,3 +50,17 @@ pub mod view;
 pub fn now_ms() -> u64 {
     u64::try_from(berth_engine::report::now_ms()).unwrap_or(0)
 }
+
+/// What the crate's unit tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A valid one-container definition of family `web` (64 MiB), as the tests' tasks and
+    /// services run it.
+    pub(crate) fn definition() -> berth_model::TaskDefinition {
+        berth_model::parse(
+            r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
+        )
+        .expect("a valid definition")
+        .definition
+    }
+}

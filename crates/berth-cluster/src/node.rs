@@ -670,11 +670,7 @@ mod tests {
 
     #[test]
     fn a_local_status_is_ecs_words_from_the_engine_state() {
-        let definition = berth_model::parse(
-            r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
-        )
-        .unwrap()
-        .definition;
+        let definition = crate::testing::definition();
         let mut state = TaskState::new("t1".into(), definition, 1);
         assert_eq!(
             LocalStatus::of(&state),

@@ -510,11 +510,7 @@ mod tests {
 
     #[test]
     fn a_closed_task_record_says_stopped_as_before() {
-        let definition = berth_model::parse(
-            r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
-        )
-        .unwrap()
-        .definition;
+        let definition = crate::testing::definition();
         let mut t = TaskRecord::pending("t1".into(), definition, vec![], vec![], 1).unwrap();
         assert!(!t.is_closed());
         let open = String::from_utf8(encode(&t)).unwrap();

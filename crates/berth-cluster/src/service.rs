@@ -329,11 +329,7 @@ mod tests {
     }
 
     fn service() -> ServiceRecord {
-        let definition = berth_model::parse(
-            r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
-        )
-        .unwrap()
-        .definition;
+        let definition = crate::testing::definition();
         ServiceRecord {
             name: "web".into(),
             definition,

@@ -167,11 +167,7 @@ mod tests {
 
     #[test]
     fn a_services_tasks_are_counted_as_ecs_counts_them() {
-        let definition = berth_model::parse(
-            r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
-        )
-        .unwrap()
-        .definition;
+        let definition = crate::testing::definition();
         let mut v = ClusterView::default();
         let mut add = |id: &str, service: &str, node: Option<&str>, report: Option<LastStatus>| {
             let mut t =
