@@ -8,7 +8,9 @@
 //! ```
 
 use berth_cluster::reconcile::{Action, Settings, plan};
-use berth_cluster::record::{NodeRecord, Resources, StatusRecord, TaskRecord};
+use berth_cluster::record::{
+    HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord, TaskRecord,
+};
 use berth_cluster::store::Versioned;
 use berth_cluster::view::ClusterView;
 use std::collections::BTreeMap;
@@ -54,8 +56,8 @@ fn main() {
             StatusRecord {
                 task: id.clone(),
                 fence: rev,
-                last_status: "RUNNING".into(),
-                health_status: "UNKNOWN".into(),
+                last_status: LastStatus::Running,
+                health_status: HealthStatus::Unknown,
                 stopped_reason: None,
                 failed_to_start: false,
                 updated_at_ms: 1,

@@ -1,7 +1,11 @@
-//! The controller's work while it leads: keep a [`ClusterView`] current (one full read, then one
+//! The controller ([`run`], what `berth controller` does): campaign for leadership
+//! ([`crate::election`]); while leading, keep a [`ClusterView`] current (one full read, then one
 //! watch on `/berth/` applied event by event; a compacted or broken watch means a full read
 //! again), and every interval run one pass: [`crate::reconcile::plan`] over the view, then
-//! [`execute`] its actions through guarded transactions ([`crate::txns`]).
+//! [`execute`] its actions through guarded transactions ([`crate::txns`]), each pass logged
+//! ([`log_pass`]). A lost lease ends the run at once ([`Ended::Lost`]: another controller may
+//! lead by then); a cancellation resigns, so the next controller leads without waiting for the
+//! TTL.
 //!
 //! A pass never runs on a view older than the controller's own last write: after writing, the
 //! next pass waits until the watch has brought the view to that revision (a full read after
@@ -9,6 +13,7 @@
 //! controller that wrongly believes it leads is stopped by the guards (each task placed once;
 //! each shortfall started once: the service record's revision guards its starts).
 
+use crate::election::{self, Leadership};
 use crate::keys;
 use crate::reconcile::{self, Action, Settings};
 use crate::record::TaskRecord;
@@ -17,6 +22,7 @@ use crate::txns::{self, Guarded};
 use crate::view::ClusterView;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// How long a pass waits for the watch to bring the view up to the controller's last write
 /// before it reads everything again.
@@ -292,5 +298,147 @@ impl Mirror {
             }
         }
         Ok(())
+    }
+}
+
+/// How a controller runs ([`run`]).
+pub struct Config {
+    /// Its name in the election.
+    pub name: String,
+    /// Its lease: how long after a crash the next controller takes over (whole seconds, at
+    /// least 1).
+    pub lease_ttl: Duration,
+    /// Time between passes while leading (at least 1 ms).
+    pub interval: Duration,
+    /// What the decisions depend on.
+    pub settings: Settings,
+    /// Names the tasks services start (`berth controller` gives the engine's task ids).
+    pub new_id: Box<dyn FnMut() -> String + Send>,
+}
+
+/// How a controller's [`run`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Cancelled: before it led, or while leading (it resigned: the next one leads at once).
+    Cancelled,
+    /// Its lease was lost while it led (not renewed for a TTL, or gone): another controller may
+    /// lead now, so it stopped at once.
+    Lost,
+}
+
+/// Runs a controller until `cancel` or until it loses its lease: campaigns as `config.name`;
+/// once leading, starts the [`Mirror`] (tried again every interval while etcd does not answer),
+/// then one pass per interval, each waiting for the view to reach its previous pass's last
+/// write, each logged ([`log_pass`]); a pass that fails is logged and the next one reads again.
+/// The error: the campaign failed for a reason waiting does not mend (etcd refused it).
+pub async fn run(
+    cluster: &Cluster,
+    mut config: Config,
+    cancel: CancellationToken,
+) -> Result<Ended, ClusterError> {
+    let name = config.name.clone();
+    let interval = config.interval.max(Duration::from_millis(1));
+    tracing::info!(name, endpoints = %cluster.endpoints(), "campaigning");
+    let mut leadership = tokio::select! {
+        l = election::campaign(cluster, &name, config.lease_ttl) => l?,
+        () = cancel.cancelled() => return Ok(Ended::Cancelled),
+    };
+    tracing::info!(name, "leading");
+    let mut mirror = loop {
+        match Mirror::start(cluster).await {
+            Ok(m) => break m,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the cluster failed; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    () = leadership.lost() => return Ok(lost(&name)),
+                    () = cancel.cancelled() => return Ok(resign(leadership, &name).await),
+                }
+            }
+        }
+    };
+    let mut last_write = 0;
+    loop {
+        let next = tokio::time::Instant::now() + interval;
+        let began = tokio::time::Instant::now();
+        let pass = async {
+            mirror.catch_up(last_write).await?;
+            let now = crate::now_ms();
+            let plan = reconcile::plan(mirror.view(), &config.settings, now, &mut config.new_id);
+            execute(cluster, mirror.view(), plan, now).await
+        };
+        match pass.await {
+            Ok(report) => {
+                last_write = last_write.max(report.revision);
+                log_pass(&report, began.elapsed());
+            }
+            // etcd unreachable or a member lost: the next pass reads again.
+            Err(e) => tracing::warn!(error = %e, "controller pass failed"),
+        }
+        tokio::select! {
+            () = mirror.follow_until(next) => {}
+            () = leadership.lost() => return Ok(lost(&name)),
+            () = cancel.cancelled() => break,
+        }
+    }
+    Ok(resign(leadership, &name).await)
+}
+
+fn lost(name: &str) -> Ended {
+    tracing::error!(
+        name,
+        "lost the controller lease; another controller may lead now"
+    );
+    Ended::Lost
+}
+
+async fn resign(leadership: Leadership, name: &str) -> Ended {
+    if let Err(e) = leadership.resign().await {
+        tracing::warn!(error = %e, "resigning failed; the next controller leads when the lease expires");
+    }
+    tracing::info!(name, "resigned");
+    Ended::Cancelled
+}
+
+/// Logs what a pass did, one line per change, and a summary line (`controller pass`, with its
+/// counts and `took_ms`) unless the pass was quiet.
+pub fn log_pass(report: &PassReport, took: Duration) {
+    for (task, reason) in &report.closed {
+        tracing::info!(task, reason, "closed");
+    }
+    for (task, reason) in &report.stopped {
+        tracing::info!(task, reason, "stopping");
+    }
+    for (service, tasks) in &report.started {
+        tracing::info!(service, count = tasks.len(), "started service tasks");
+    }
+    for (task, node) in &report.placed {
+        tracing::info!(task, node, "placed");
+    }
+    for service in &report.removed {
+        tracing::info!(service, "service removed");
+    }
+    for (service, until) in &report.throttled {
+        tracing::info!(
+            service,
+            until_ms = until,
+            "service throttled: its launches keep failing"
+        );
+    }
+    for problem in &report.problems {
+        tracing::warn!(problem, "cannot use a record");
+    }
+    if !report.is_quiet() {
+        tracing::info!(
+            placed = report.placed.len(),
+            pending = report.unplaced.len(),
+            closed = report.closed.len(),
+            stopped = report.stopped.len(),
+            started = report.started.iter().map(|(_, t)| t.len()).sum::<usize>(),
+            conflicts = report.conflicts,
+            forgotten = report.forgotten,
+            took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            "controller pass"
+        );
     }
 }

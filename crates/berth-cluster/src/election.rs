@@ -1,66 +1,37 @@
 //! Leading the controllers through etcd's election API: each controller holds a lease it keeps
-//! alive and campaigns on [`keys::ELECTION`] with it; etcd makes exactly one the leader at a time
-//! and the next one leads when the leader's lease ends (revoked on shutdown, or expired within its
-//! TTL after a crash). No state of its own: a new leader reads everything from etcd.
+//! alive ([`LeaseSession`], a fresh one for each campaign) and campaigns on [`keys::ELECTION`]
+//! with it; etcd makes exactly one the leader at a time and the next one leads when the leader's
+//! lease ends (revoked on shutdown, or expired within its TTL after a crash). No state of its
+//! own: a new leader reads everything from etcd.
 //!
 //! A leader that cannot renew its lease for a whole TTL counts itself as having lost the
-//! election ([`Leadership::lost`]) and must stop placing: by then another controller may lead.
-//! Two leaders overlapping briefly is safe anyway (placement transactions, docs/cluster.md).
+//! election ([`Leadership::lost`], the session's [`LeaseSession::lost`]) and must stop placing:
+//! by then another controller may lead. Two leaders overlapping briefly is safe anyway
+//! (placement transactions, docs/cluster.md).
 
 use crate::keys;
+use crate::lease::LeaseSession;
 use crate::store::{Cluster, ClusterError};
 use std::time::Duration;
-use tokio::sync::watch;
+
+/// What the controller's lease is called in the log.
+const WHAT: &str = "the controller's lease";
 
 /// Being the leader. Dropping it stops renewing the lease (the next controller leads within the
 /// TTL); [`Leadership::resign`] hands over at once.
 pub struct Leadership {
-    lease: i64,
-    lost: watch::Receiver<bool>,
-    keeper: tokio::task::JoinHandle<()>,
-    cluster: Cluster,
+    lease: LeaseSession,
 }
 
 impl Leadership {
     /// Resolves when the lease could not be renewed for a TTL or etcd said it is gone.
     pub async fn lost(&mut self) {
-        let _ = self.lost.wait_for(|lost| *lost).await;
+        self.lease.lost().await;
     }
 
     /// Gives up leadership now: the lease is revoked, and with it the election key.
     pub async fn resign(self) -> Result<(), ClusterError> {
-        self.keeper.abort();
-        self.cluster.revoke(self.lease).await
-    }
-}
-
-impl Drop for Leadership {
-    fn drop(&mut self) {
-        self.keeper.abort();
-    }
-}
-
-/// Renews `lease` every third of `ttl`; sets `lost` when etcd says it is gone or no renewal
-/// succeeded for a whole `ttl`.
-async fn keep(cluster: Cluster, lease: i64, ttl: Duration, lost: watch::Sender<bool>) {
-    let mut last_ok = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(ttl / 3).await;
-        match cluster.keep_alive(lease).await {
-            Ok(left) if left > 0 => last_ok = tokio::time::Instant::now(),
-            Ok(_) => {
-                tracing::warn!(lease, "the controller's lease is gone");
-                let _ = lost.send(true);
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "renewing the controller's lease failed");
-                if last_ok.elapsed() >= ttl {
-                    let _ = lost.send(true);
-                    return;
-                }
-            }
-        }
+        self.lease.revoke().await
     }
 }
 
@@ -72,46 +43,29 @@ pub async fn campaign(
     who: &str,
     ttl: Duration,
 ) -> Result<Leadership, ClusterError> {
-    let secs = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
     loop {
-        let lease = cluster.grant(secs).await?;
-        let (tx, rx) = watch::channel(false);
-        let keeper = tokio::spawn(keep(
-            cluster.clone(),
-            lease,
-            Duration::from_secs(secs.unsigned_abs()),
-            tx,
-        ));
-        let mut lost = rx.clone();
+        let mut lease = LeaseSession::grant(cluster, ttl, WHAT).await?;
         loop {
             let (member, mut client) = cluster.client();
+            let id = lease.id();
             // No call timeout here: waiting for the current leader to go is the point.
             tokio::select! {
-                r = client.campaign(keys::ELECTION, who, lease) => match r {
-                    Ok(_) => {
-                        return Ok(Leadership {
-                            lease,
-                            lost: rx,
-                            keeper,
-                            cluster: cluster.clone(),
-                        });
-                    }
+                r = client.campaign(keys::ELECTION, who, id) => match r {
+                    Ok(_) => return Ok(Leadership { lease }),
                     Err(e) if crate::store::retriable(&e) => {
                         tracing::warn!(error = %e, "campaign interrupted; campaigning again");
                         cluster.fail_over(member);
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     Err(source) => {
-                        keeper.abort();
                         return Err(ClusterError::Etcd {
                             endpoints: cluster.endpoints().to_owned(),
                             error: source,
                         });
                     }
                 },
-                _ = lost.wait_for(|l| *l) => {
-                    tracing::warn!(lease, "the campaign's lease is gone; campaigning with a new one");
-                    keeper.abort();
+                () = lease.lost() => {
+                    tracing::warn!(lease = id, "the campaign's lease is gone; campaigning with a new one");
                     break;
                 }
             }

@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Names (nodes, services) are checked by [`check_name`] before a key is built from them, so no
-//! name can contain a `/` and reach another node's prefix.
+//! name can contain a `/` and reach another node's prefix. A node's own attributes (stored in its
+//! record, matched by `memberOf` and `spread`) are checked by [`check_attribute`] with ECS's rules.
 
 /// The root of every berth key.
 pub const ROOT: &str = "/berth/";
@@ -51,6 +52,44 @@ pub fn check_name(what: &str, name: &str) -> Result<(), String> {
     {
         return Err(format!(
             "{what} {name:?} contains {c:?}: use letters, digits, '-', '_' and '.' only"
+        ));
+    }
+    Ok(())
+}
+
+/// The longest attribute name or value (ECS's limit).
+pub const MAX_ATTRIBUTE: usize = 128;
+
+/// Checks a node attribute a user gives (`--node-attribute KEY=VALUE`) with ECS's rules: the name
+/// 1 to 128 letters, digits, `-`, `_`, `/`, `\` or `.`, not starting with `ecs.` (kept for the
+/// built-in attributes, [`crate::node::builtin_attributes`]); the value 1 to 128 letters,
+/// digits, `-`, `_`, `.`, `@`, `/`, `\`, `:` or inner spaces.
+pub fn check_attribute(key: &str, value: &str) -> Result<(), String> {
+    if key.is_empty()
+        || key.len() > MAX_ATTRIBUTE
+        || !key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '\\' | '.'))
+    {
+        return Err(format!(
+            "{key:?} is not an attribute name: 1 to 128 letters, digits, '-', '_', '/', '\\' or '.'"
+        ));
+    }
+    if key.starts_with("ecs.") {
+        return Err(format!(
+            "{key:?}: the ecs. prefix is kept for the attributes berth sets itself"
+        ));
+    }
+    if value.is_empty()
+        || value.len() > MAX_ATTRIBUTE
+        || value.starts_with(' ')
+        || value.ends_with(' ')
+        || !value.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '/' | '\\' | ':' | ' ')
+        })
+    {
+        return Err(format!(
+            "{value:?} is not an attribute value: 1 to 128 letters, digits, '-', '_', '.', '@', '/', '\\', ':' or inner spaces"
         ));
     }
     Ok(())
@@ -129,5 +168,43 @@ mod tests {
             assert!(err.starts_with("node "), "{err}");
         }
         assert!(check_name("service", &"a".repeat(256)).is_err());
+    }
+
+    #[test]
+    fn attributes_follow_ecs_rules() {
+        for (k, v) in [
+            ("zone", "eu-1a"),
+            ("team/owner", "ops@example"),
+            ("a.b_c-d\\e", "x:y/z w"),
+            (&"k".repeat(128) as &str, &"v".repeat(128) as &str),
+        ] {
+            assert_eq!(check_attribute(k, v), Ok(()), "{k}={v}");
+        }
+        for (k, v, wanted) in [
+            ("", "a", "\"\" is not an attribute name: 1 to 128 letters"),
+            ("a b", "a", "\"a b\" is not an attribute name"),
+            (&"k".repeat(129) as &str, "a", "is not an attribute name"),
+            (
+                "ecs.os-type",
+                "linux",
+                "\"ecs.os-type\": the ecs. prefix is kept for the attributes berth sets itself",
+            ),
+            (
+                "zone",
+                "",
+                "\"\" is not an attribute value: 1 to 128 letters",
+            ),
+            ("zone", " a", "is not an attribute value"),
+            ("zone", "a ", "is not an attribute value"),
+            ("zone", "a=b", "\"a=b\" is not an attribute value"),
+            (
+                "zone",
+                &"v".repeat(129) as &str,
+                "is not an attribute value",
+            ),
+        ] {
+            let err = check_attribute(k, v).unwrap_err();
+            assert!(err.contains(wanted), "{k}={v}: {err}");
+        }
     }
 }

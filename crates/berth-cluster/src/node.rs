@@ -3,6 +3,10 @@
 //! drives `berth agent --etcd … --node …` (the engine on Docker, its memory in the state store)
 //! and the benchmark's simulated fleet (the engine on its fake runtime).
 //!
+//! What to do with an assignment (accept, stop, ignore another fence, release) is decided by the
+//! pure [`decide`] module, with its own table and property tests; this module reads etcd and the
+//! node's memory, asks [`decide`], and performs what it returns.
+//!
 //! **What the node remembers** ([`Memory`], durable on the `Local` side): its lease, the etcd
 //! revision its assignments are processed up to, and every assignment it has accepted (task id →
 //! fence) until that assignment is deleted. Accepting an assignment (the task stored and started)
@@ -22,30 +26,49 @@
 //! 3. The assignment watch runs from the stored revision + 1 (a compacted revision means a
 //!    resync); an assignment is accepted and started, an assignment that says STOPPED stops its
 //!    task, a deleted one is released (its task stopped if it still runs, its status removed).
-//!    The lease is renewed every third of its TTL; statuses are written when they change, all
-//!    changes since the last write in one transaction (coalesced), under the lease, so they go
-//!    with it. The watch asks etcd for a progress answer every [`PROBE`]: a connection that
-//!    carries nothing is replaced.
+//!    The lease is renewed every third of its TTL ([`LeaseSession`]); statuses are written when
+//!    they change, all changes since the last write in one transaction (coalesced), under the
+//!    lease, so they go with it. The watch asks etcd for a progress answer every [`PROBE`]: a
+//!    connection that carries nothing is replaced.
 //! 4. Cut off from etcd, nothing stops: tasks keep running (as a kubelet's do), renewals and
-//!    writes fail and are tried again. Back in touch: a lease still alive continues the session;
-//!    an expired one starts the next session (step 1).
+//!    writes fail and are tried again (a lease not renewed for a TTL is only *lost* to a
+//!    controller; the node waits for etcd to say it is *gone*). Back in touch: a lease still
+//!    alive continues the session; an expired one starts the next session (step 1).
+//! 5. A failure of etcd or of the node's own store ([`LocalError`]: which operation, with the
+//!    store's error) ends the session ([`SessionError`] says which); the next one starts a
+//!    second later, from what the node remembers.
 //!
 //! A shutdown does not revoke the lease: an agent restarted within the TTL keeps its tasks; one
 //! that stays down is lost when the lease expires.
 
 use crate::keys;
-use crate::record::{self, Assignment, DesiredStatus, NodeRecord, Resources, StatusRecord};
+use crate::lease::LeaseSession;
+use crate::now_ms;
+use crate::record::{
+    self, Assignment, HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord,
+};
 use crate::store::{Cluster, ClusterError, WatchEvent};
-use std::collections::{BTreeMap, BTreeSet};
+use berth_engine::{Health, RetryPolicy, Status, StopKind, TaskState};
+use decide::Step;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub mod decide;
+
 /// How often the assignment watch asks for a progress answer; one that does not come within
 /// this time again means the watch's connection is dead.
 pub const PROBE: Duration = Duration::from_secs(5);
+
+/// The delays between attempts to connect to etcd: 200 ms, doubling, at most 5 s, for as long as
+/// it takes (berth's one retry schedule, the engine's `RetryPolicy`).
+const CONNECT_RETRY: RetryPolicy = RetryPolicy {
+    first: Duration::from_millis(200),
+    max: Duration::from_secs(5),
+};
 
 /// The reason an orphan is stopped with.
 pub const ORPHANED: &str = "Task stopped: its assignment was removed from the cluster while the node was out of touch (it was lost and its tasks closed)";
@@ -64,6 +87,33 @@ pub struct NodeConfig {
     pub stop_wait: Duration,
 }
 
+/// ECS's `ecs.cpu-architecture` value for this build (`x86_64`, `arm64`, …).
+pub fn cpu_architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// The attributes berth gives every node, ECS's built-in ones: `ecs.os-type` (`linux`),
+/// `ecs.os-family` (`LINUX`), `ecs.cpu-architecture` ([`cpu_architecture`]) and
+/// `ecs.availability-zone` (the agent's). A user's attribute cannot take the `ecs.` prefix
+/// ([`crate::keys::check_attribute`]), so these are never overridden.
+pub fn builtin_attributes(availability_zone: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("ecs.os-type".to_owned(), "linux".to_owned()),
+        ("ecs.os-family".to_owned(), "LINUX".to_owned()),
+        (
+            "ecs.cpu-architecture".to_owned(),
+            cpu_architecture().to_owned(),
+        ),
+        (
+            "ecs.availability-zone".to_owned(),
+            availability_zone.to_owned(),
+        ),
+    ])
+}
+
 /// What a node keeps across restarts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Memory {
@@ -79,19 +129,46 @@ pub struct Memory {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalStatus {
     /// ECS's `lastStatus`: PENDING, RUNNING or STOPPED.
-    pub last_status: String,
+    pub last_status: LastStatus,
     /// HEALTHY, UNHEALTHY or UNKNOWN.
-    pub health_status: String,
+    pub health_status: HealthStatus,
     pub stopped_reason: Option<String>,
     pub failed_to_start: bool,
 }
 
+impl LocalStatus {
+    /// A task's status for its status record, from the engine's state: ECS's `lastStatus`
+    /// (PENDING until every container has run, RUNNING, STOPPED once every container is), its
+    /// `healthStatus` (the engine's task health), and once STOPPED why, and whether it never ran.
+    pub fn of(state: &TaskState) -> LocalStatus {
+        let stopped = state.known() == Status::Stopped;
+        LocalStatus {
+            last_status: match state.known() {
+                Status::Stopped => LastStatus::Stopped,
+                Status::Running => LastStatus::Running,
+                _ => LastStatus::Pending,
+            },
+            health_status: match state.health_status() {
+                Health::Healthy => HealthStatus::Healthy,
+                Health::Unhealthy => HealthStatus::Unhealthy,
+                // A task's health is never STARTING (that is a container's, while its check
+                // has no result): ECS says UNKNOWN then.
+                Health::Unknown | Health::Starting => HealthStatus::Unknown,
+            },
+            stopped_reason: stopped.then(|| state.stopped_reason.clone()).flatten(),
+            failed_to_start: state.stop_kind == Some(StopKind::Failed),
+        }
+    }
+}
+
 /// What runs the tasks on a node. Every method that changes [`Memory`] is durable when it
-/// returns `Ok`; an error (the local store cannot be written) leaves the revision where it was,
-/// and the node tries again.
+/// returns `Ok`; an error (the local store cannot be read or written) leaves the revision where
+/// it was, and the node tries again (the session names the operation: [`LocalError`]).
 pub trait Local: Send + Sync + 'static {
+    /// What the local store fails with.
+    type Error: std::error::Error + Send + Sync + 'static;
     /// What the node remembers.
-    fn memory(&self) -> impl Future<Output = Result<Memory, String>> + Send;
+    fn memory(&self) -> impl Future<Output = Result<Memory, Self::Error>> + Send;
     /// Accepts an assignment and starts its task, durably recording it with `fence` and the
     /// watch `revision`; with `stop`, the task is recorded already asked to stop (nothing runs).
     /// An accepted id is never started again.
@@ -101,7 +178,7 @@ pub trait Local: Send + Sync + 'static {
         fence: i64,
         revision: i64,
         stop: Option<String>,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Asks an accepted task to stop.
     fn stop(&self, id: &str, reason: &str) -> impl Future<Output = ()> + Send;
     /// Forgets an accepted assignment (it was deleted), recording `revision`; a task that still
@@ -111,11 +188,11 @@ pub trait Local: Send + Sync + 'static {
         id: &str,
         revision: i64,
         reason: &str,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Records that the watch has processed everything up to `revision`.
-    fn seen(&self, revision: i64) -> impl Future<Output = Result<(), String>> + Send;
+    fn seen(&self, revision: i64) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Records the lease of the current registration.
-    fn save_lease(&self, lease: i64) -> impl Future<Output = Result<(), String>> + Send;
+    fn save_lease(&self, lease: i64) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Resolves once none of `ids` runs any more.
     fn settled(&self, ids: &[String]) -> impl Future<Output = ()> + Send;
     /// Every accepted task's fence and status now.
@@ -124,11 +201,50 @@ pub trait Local: Send + Sync + 'static {
     fn changes(&self) -> watch::Receiver<u64>;
 }
 
-/// Now, in milliseconds since the epoch.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+/// Which operation of the node's local side failed, with the local store's error (`E`, its
+/// [`Local::Error`]) as the source. The message includes the store's, so one line in the log
+/// says what failed and why.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError<E: std::error::Error + 'static> {
+    #[error("the node's local store: reading the node's memory: {source}")]
+    Memory {
+        #[source]
+        source: E,
+    },
+    #[error("the node's local store: accepting task {task}: {source}")]
+    Accept {
+        task: String,
+        #[source]
+        source: E,
+    },
+    #[error("the node's local store: releasing task {task}: {source}")]
+    Release {
+        task: String,
+        #[source]
+        source: E,
+    },
+    #[error("the node's local store: recording revision {revision}: {source}")]
+    Revision {
+        revision: i64,
+        #[source]
+        source: E,
+    },
+    #[error("the node's local store: saving lease {lease:x}: {source}")]
+    Lease {
+        lease: i64,
+        #[source]
+        source: E,
+    },
+}
+
+/// Why a node session failed: etcd (connection, a call, a record), or the node's own store. Either
+/// way the next session starts a second later.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError<E: std::error::Error + 'static> {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Local(#[from] LocalError<E>),
 }
 
 /// Why a session ended.
@@ -147,17 +263,16 @@ pub async fn run<L: Local>(
     local: Arc<L>,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Duration::from_millis(200);
+    let mut delays = CONNECT_RETRY.backoff();
     let cluster = loop {
         match Cluster::connect(&endpoints).await {
             Ok(c) => break c,
             Err(e) => {
                 tracing::warn!(error = %e, node = %config.name, "cannot reach etcd; trying again");
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(delays.next_delay()) => {}
                     () = shutdown.cancelled() => return,
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         }
     };
@@ -170,7 +285,14 @@ pub async fn run<L: Local>(
                 lost = true;
             }
             Err(e) => {
-                tracing::warn!(node = %config.name, error = %e, "node session failed; starting again");
+                match &e {
+                    SessionError::Cluster(e) => {
+                        tracing::warn!(node = %config.name, error = %e, "node session failed; starting again");
+                    }
+                    SessionError::Local(e) => {
+                        tracing::warn!(node = %config.name, error = %e, "the node's local store failed; starting the session again");
+                    }
+                }
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
                     () = shutdown.cancelled() => return,
@@ -180,21 +302,16 @@ pub async fn run<L: Local>(
     }
 }
 
-/// An error of the node's local side, as a cluster error for the session's `?`.
-fn local_err(what: &str, e: String) -> ClusterError {
-    ClusterError::WatchEnded {
-        endpoints: "the node's local store".into(),
-        why: format!("{what}: {e}"),
-    }
+/// The node's memory, or which operation failed.
+async fn read_memory<L: Local>(local: &L) -> Result<Memory, LocalError<L::Error>> {
+    local
+        .memory()
+        .await
+        .map_err(|source| LocalError::Memory { source })
 }
 
-/// Whether the stored lease is still alive in etcd.
-async fn live_lease(cluster: &Cluster, lease: Option<i64>) -> Result<Option<i64>, ClusterError> {
-    match lease {
-        Some(l) if cluster.keep_alive(l).await? > 0 => Ok(Some(l)),
-        _ => Ok(None),
-    }
-}
+/// What the node's lease is called in the log.
+const WHAT: &str = "the node's lease";
 
 /// Registers the node under `lease`.
 async fn register(cluster: &Cluster, config: &NodeConfig, lease: i64) -> Result<(), ClusterError> {
@@ -216,14 +333,15 @@ async fn session<L: Local>(
     local: &Arc<L>,
     shutdown: &CancellationToken,
     lost: bool,
-) -> Result<End, ClusterError> {
-    let memory = local
-        .memory()
-        .await
-        .map_err(|e| local_err("reading the node's memory", e))?;
-    let lease = match live_lease(cluster, memory.lease).await? {
+) -> Result<End, SessionError<L::Error>> {
+    let memory = read_memory(local.as_ref()).await?;
+    let stored = match memory.lease {
+        Some(lease) => LeaseSession::reclaim(cluster, lease, config.lease_ttl, WHAT).await?,
+        None => None,
+    };
+    let mut lease = match stored {
         Some(lease) => {
-            tracing::info!(node = %config.name, lease, "the node's lease is alive: resuming");
+            tracing::info!(node = %config.name, lease = lease.id(), "the node's lease is alive: resuming");
             if memory.revision == 0 {
                 resync(cluster, config, local.as_ref()).await?;
             }
@@ -240,35 +358,29 @@ async fn session<L: Local>(
                     tracing::warn!(node = %config.name, wait = ?config.stop_wait, "orphans still stopping; registering anyway");
                 }
             }
-            let secs = i64::try_from(config.lease_ttl.as_secs().max(1)).unwrap_or(i64::MAX);
-            let lease = cluster.grant(secs).await?;
+            let lease = LeaseSession::grant(cluster, config.lease_ttl, WHAT).await?;
             local
-                .save_lease(lease)
+                .save_lease(lease.id())
                 .await
-                .map_err(|e| local_err("saving the lease", e))?;
+                .map_err(|source| LocalError::Lease {
+                    lease: lease.id(),
+                    source,
+                })?;
             lease
         }
     };
-    register(cluster, config, lease).await?;
-    tracing::info!(node = %config.name, lease, "node registered");
+    register(cluster, config, lease.id()).await?;
+    tracing::info!(node = %config.name, lease = lease.id(), "node registered");
 
     let reporter = tokio::spawn(report_statuses(
         cluster.clone(),
         config.name.clone(),
-        lease,
+        lease.id(),
         local.clone(),
     ));
     let _reporter = AbortOnDrop(reporter);
-    let ttl = config.lease_ttl.max(Duration::from_secs(1));
-    let mut renew = tokio::time::interval(ttl / 3);
-    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let from = local
-            .memory()
-            .await
-            .map_err(|e| local_err("reading the node's memory", e))?
-            .revision
-            + 1;
+        let from = read_memory(local.as_ref()).await?.revision + 1;
         let mut watch = match cluster
             .watch(&keys::assign_prefix(&config.name), from)
             .await
@@ -279,9 +391,7 @@ async fn session<L: Local>(
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
                     () = shutdown.cancelled() => return Ok(End::Shutdown),
-                }
-                if live_lease(cluster, Some(lease)).await.ok() == Some(None) {
-                    return Ok(End::LeaseLost);
+                    () = lease.gone() => return Ok(End::LeaseLost),
                 }
                 continue;
             }
@@ -292,13 +402,9 @@ async fn session<L: Local>(
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(End::Shutdown),
-                _ = renew.tick() => {
-                    match cluster.keep_alive(lease).await {
-                        Ok(left) if left > 0 => {}
-                        Ok(_) => return Ok(End::LeaseLost),
-                        Err(e) => tracing::warn!(node = %config.name, error = %e, "renewing the node's lease failed; trying again"),
-                    }
-                }
+                // A lease only unsure (not renewed for a TTL) keeps the session: tasks keep
+                // running, and etcd says whether it is gone once it answers again.
+                () = lease.gone() => return Ok(End::LeaseLost),
                 _ = probe.tick() => {
                     if !answered {
                         tracing::warn!(node = %config.name, "the assignment watch gave no progress answer; watching again");
@@ -342,55 +448,57 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Accepts `a` (its task read from etcd and started), or stops it when it says STOPPED.
-async fn assigned<L: Local>(
+/// Accepts `a` (decided by [`decide`]): reads its task and has the local side run it (recorded
+/// with its fence and `revision`; with `stop`, recorded already asked to stop). False when etcd
+/// has no such task (nothing is accepted).
+async fn accept<L: Local>(
     cluster: &Cluster,
     local: &L,
-    memory: &Memory,
     a: &Assignment,
     revision: i64,
-) -> Result<bool, ClusterError> {
-    let stop = (a.desired_status == DesiredStatus::Stopped).then(|| {
-        a.reason
-            .clone()
-            .unwrap_or_else(|| "Task stopped".to_owned())
-    });
-    match memory.accepted.get(&a.task) {
-        Some(&fence) => {
-            if fence != a.fence {
-                tracing::warn!(task = %a.task, fence, new = a.fence, "an assignment with another fence for an accepted task: ignored (a task id is placed once)");
-            } else if let Some(reason) = stop {
-                local.stop(&a.task, &reason).await;
-            }
-            Ok(false)
-        }
-        None => {
-            let Some(task) = cluster.task(&a.task).await? else {
-                tracing::warn!(task = %a.task, "assigned, but no such task: ignored");
-                return Ok(false);
-            };
-            local
-                .run(task.value, a.fence, revision, stop)
-                .await
-                .map_err(|e| local_err("accepting a task", e))?;
-            Ok(true)
-        }
-    }
+    stop: Option<String>,
+) -> Result<bool, SessionError<L::Error>> {
+    let Some(task) = cluster.task(&a.task).await? else {
+        tracing::warn!(task = %a.task, "assigned, but no such task: ignored");
+        return Ok(false);
+    };
+    local
+        .run(task.value, a.fence, revision, stop)
+        .await
+        .map_err(|source| LocalError::Accept {
+            task: a.task.clone(),
+            source,
+        })?;
+    Ok(true)
 }
 
-/// Applies one batch of assignment events, in order; then records `seen`.
+/// Has the local side release `task` (its assignment is gone), recording `revision`.
+async fn release<L: Local>(
+    local: &L,
+    task: &str,
+    revision: i64,
+) -> Result<(), SessionError<L::Error>> {
+    local
+        .release(task, revision, ORPHANED)
+        .await
+        .map_err(|source| LocalError::Release {
+            task: task.to_owned(),
+            source,
+        })?;
+    Ok(())
+}
+
+/// Applies one batch of assignment events, in order, each as [`decide`] says; then records
+/// `seen`.
 async fn apply<L: Local>(
     cluster: &Cluster,
     config: &NodeConfig,
     local: &L,
     events: Vec<WatchEvent>,
     seen: i64,
-) -> Result<(), ClusterError> {
+) -> Result<(), SessionError<L::Error>> {
     let prefix = keys::assign_prefix(&config.name);
-    let mut memory = local
-        .memory()
-        .await
-        .map_err(|e| local_err("reading the node's memory", e))?;
+    let mut memory = read_memory(local).await?;
     // A progress answer moves nothing: the revision is saved with the next change.
     let mut saved = if events.is_empty() {
         seen
@@ -414,17 +522,22 @@ async fn apply<L: Local>(
                         continue;
                     }
                 };
-                if assigned(cluster, local, &memory, &a, mod_revision).await? {
-                    memory.accepted.insert(a.task.clone(), a.fence);
-                    saved = mod_revision;
+                match decide::on_assignment(&memory, &a) {
+                    Step::Accept { stop } => {
+                        if accept(cluster, local, &a, mod_revision, stop).await? {
+                            memory.accepted.insert(a.task.clone(), a.fence);
+                            saved = mod_revision;
+                        }
+                    }
+                    Step::Stop { reason } => local.stop(&a.task, &reason).await,
+                    Step::Keep => {}
+                    Step::OtherFence { accepted } => other_fence(&a.task, accepted, a.fence),
                 }
             }
             WatchEvent::Delete { revision, .. } => {
-                if memory.accepted.remove(&id).is_some() {
-                    local
-                        .release(&id, revision, ORPHANED)
-                        .await
-                        .map_err(|e| local_err("releasing a task", e))?;
+                if decide::on_delete(&memory, &id) {
+                    memory.accepted.remove(&id);
+                    release(local, &id, revision).await?;
                     saved = revision;
                 }
             }
@@ -434,47 +547,56 @@ async fn apply<L: Local>(
         local
             .seen(seen)
             .await
-            .map_err(|e| local_err("recording the revision", e))?;
+            .map_err(|source| LocalError::Revision {
+                revision: seen,
+                source,
+            })?;
     }
     Ok(())
 }
 
-/// Reads every assignment of the node and brings the node in line: new ones accepted, STOPPED
-/// ones stopped, accepted ones that are gone released. Returns the released ones that may still
-/// run (the orphans). The revision is recorded last, so a crash in the middle resyncs again.
+fn other_fence(task: &str, accepted: i64, listed: i64) {
+    tracing::warn!(
+        task,
+        fence = accepted,
+        new = listed,
+        "an assignment with another fence for an accepted task: ignored (a task id is placed once)"
+    );
+}
+
+/// Reads every assignment of the node and brings the node in line as [`decide::resync`] says:
+/// new ones accepted, STOPPED ones stopped, accepted ones that are gone released. Returns the
+/// released ones, which may still run (the orphans). The revision is recorded last, so a crash
+/// in the middle resyncs again.
 async fn resync<L: Local>(
     cluster: &Cluster,
     config: &NodeConfig,
     local: &L,
-) -> Result<Vec<String>, ClusterError> {
+) -> Result<Vec<String>, SessionError<L::Error>> {
     let (list, revision) = cluster.assignments(&config.name).await?;
-    let memory = local
-        .memory()
-        .await
-        .map_err(|e| local_err("reading the node's memory", e))?;
-    let present: BTreeSet<&str> = list.iter().map(|a| a.task.as_str()).collect();
+    let memory = read_memory(local).await?;
+    let diff = decide::resync(&memory, &list);
     let mut accepted = 0usize;
-    for a in &list {
-        if assigned(cluster, local, &memory, a, memory.revision).await? {
+    for (a, stop) in diff.accept {
+        if accept(cluster, local, &a, memory.revision, stop).await? {
             accepted += 1;
         }
     }
-    let mut orphans = Vec::new();
-    for id in memory.accepted.keys() {
-        if !present.contains(id.as_str()) {
-            local
-                .release(id, memory.revision, ORPHANED)
-                .await
-                .map_err(|e| local_err("releasing a task", e))?;
-            orphans.push(id.clone());
-        }
+    for (task, reason) in &diff.stop {
+        local.stop(task, reason).await;
+    }
+    for (task, accepted, listed) in &diff.ignored {
+        other_fence(task, *accepted, *listed);
+    }
+    for task in &diff.release {
+        release(local, task, memory.revision).await?;
     }
     local
         .seen(revision)
         .await
-        .map_err(|e| local_err("recording the revision", e))?;
-    tracing::info!(node = %config.name, assignments = list.len(), accepted, released = orphans.len(), revision, "assignments resynced");
-    Ok(orphans)
+        .map_err(|source| LocalError::Revision { revision, source })?;
+    tracing::info!(node = %config.name, assignments = list.len(), accepted, released = diff.release.len(), revision, "assignments resynced");
+    Ok(diff.release)
 }
 
 /// Writes the statuses that changed since the last write, whenever the local side says
@@ -491,8 +613,8 @@ async fn report_statuses<L: Local>(cluster: Cluster, node: String, lease: i64, l
             .map(|(id, (fence, s))| StatusRecord {
                 task: id.clone(),
                 fence: *fence,
-                last_status: s.last_status.clone(),
-                health_status: s.health_status.clone(),
+                last_status: s.last_status,
+                health_status: s.health_status,
                 stopped_reason: s.stopped_reason.clone(),
                 failed_to_start: s.failed_to_start,
                 updated_at_ms: now_ms(),
@@ -539,5 +661,125 @@ async fn report_statuses<L: Local>(cluster: Cluster, node: String, lease: i64, l
         } else {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_status_is_ecs_words_from_the_engine_state() {
+        let definition = crate::testing::definition();
+        let mut state = TaskState::new("t1".into(), definition, 1);
+        assert_eq!(
+            LocalStatus::of(&state),
+            LocalStatus {
+                last_status: LastStatus::Pending,
+                health_status: HealthStatus::Unknown,
+                stopped_reason: None,
+                failed_to_start: false,
+            }
+        );
+        // Asked to stop before it ran: its container is marked STOPPED with no Docker call.
+        state.request_stop("Task stopped", StopKind::Requested);
+        state.step(berth_engine::Options::default(), 2);
+        assert_eq!(
+            LocalStatus::of(&state),
+            LocalStatus {
+                last_status: LastStatus::Stopped,
+                health_status: HealthStatus::Unknown,
+                stopped_reason: Some("Task stopped".into()),
+                failed_to_start: false,
+            }
+        );
+    }
+
+    #[test]
+    fn a_local_store_failure_says_which_operation_and_keeps_the_stores_error() {
+        use std::error::Error as _;
+        let e: SessionError<std::io::Error> = LocalError::Accept {
+            task: "t1".into(),
+            source: std::io::Error::other("disk full"),
+        }
+        .into();
+        assert!(matches!(e, SessionError::Local(LocalError::Accept { .. })));
+        assert_eq!(
+            e.to_string(),
+            "the node's local store: accepting task t1: disk full"
+        );
+        assert_eq!(
+            e.source().map(ToString::to_string).as_deref(),
+            Some("disk full")
+        );
+        for (e, wanted) in [
+            (
+                LocalError::Memory {
+                    source: std::io::Error::other("x"),
+                },
+                "the node's local store: reading the node's memory: x",
+            ),
+            (
+                LocalError::Release {
+                    task: "t2".into(),
+                    source: std::io::Error::other("x"),
+                },
+                "the node's local store: releasing task t2: x",
+            ),
+            (
+                LocalError::Revision {
+                    revision: 42,
+                    source: std::io::Error::other("x"),
+                },
+                "the node's local store: recording revision 42: x",
+            ),
+            (
+                LocalError::Lease {
+                    lease: 255,
+                    source: std::io::Error::other("x"),
+                },
+                "the node's local store: saving lease ff: x",
+            ),
+        ] {
+            assert_eq!(e.to_string(), wanted);
+        }
+    }
+
+    #[test]
+    fn connecting_is_retried_after_200_ms_doubling_to_5_s() {
+        let mut backoff = CONNECT_RETRY.backoff();
+        let delays: Vec<u64> = (0..8)
+            .map(|_| u64::try_from(backoff.next_delay().as_millis()).unwrap())
+            .collect();
+        assert_eq!(delays, [200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+    }
+
+    #[test]
+    fn every_node_carries_ecs_builtin_attributes() {
+        let a = builtin_attributes("eu-1a");
+        assert_eq!(
+            a.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "ecs.availability-zone",
+                "ecs.cpu-architecture",
+                "ecs.os-family",
+                "ecs.os-type"
+            ]
+        );
+        assert_eq!(a["ecs.os-type"], "linux");
+        assert_eq!(a["ecs.os-family"], "LINUX");
+        assert_eq!(a["ecs.availability-zone"], "eu-1a");
+        assert_ne!(a["ecs.cpu-architecture"], "aarch64");
+        // None of them is an attribute a user may set.
+        for (k, v) in &a {
+            assert!(crate::keys::check_attribute(k, v).is_err(), "{k}");
+        }
+        assert_eq!(
+            Resources::host(2, 512),
+            Resources {
+                cpu: 2048,
+                memory_mib: 512
+            }
+        );
     }
 }

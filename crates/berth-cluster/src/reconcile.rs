@@ -21,6 +21,9 @@
 //!      (the rounding of a small `D` can do that), one task is started above the maximum, or
 //!      the deployment could never finish (so never more than one over);
 //!    - a service being removed with no open task left is deleted;
+//!    - an ACTIVE service whose record breaks ECS's rules ([`crate::service::check_record`]:
+//!      the count at most 5,000, the minimum at most 100 %, the maximum at least 100 % and
+//!      above the minimum) is a problem of the plan: no stop, no start for it;
 //!    - **throttle** (as ECS slows a service whose tasks keep failing): a task that failed to
 //!      start, or whose essential container exited, within [`FAILED_LAUNCH_MS`] of its start is
 //!      a failed launch; from the second one within [`THROTTLE_WINDOW_MS`] the service starts
@@ -32,7 +35,9 @@
 //!    placed keeps the reason why.
 
 use crate::placement::{self, NodeLoad, Request};
-use crate::record::{DesiredStatus, ServiceRecord, ServiceStatus, StopCode, TaskRecord};
+use crate::record::{
+    DesiredStatus, HealthStatus, LastStatus, ServiceRecord, ServiceStatus, StopCode, TaskRecord,
+};
 use crate::store::Versioned;
 use crate::view::ClusterView;
 use std::collections::{BTreeMap, BTreeSet};
@@ -172,7 +177,7 @@ pub fn healthy(view: &ClusterView, task: &TaskRecord) -> bool {
     let Some(status) = view.status_of(task) else {
         return false;
     };
-    if status.last_status != "RUNNING" || task.desired_status != DesiredStatus::Running {
+    if status.last_status != LastStatus::Running || task.desired_status != DesiredStatus::Running {
         return false;
     }
     let checked = task
@@ -181,9 +186,9 @@ pub fn healthy(view: &ClusterView, task: &TaskRecord) -> bool {
         .iter()
         .any(|c| c.essential && c.health_check.is_some());
     if checked {
-        status.health_status == "HEALTHY"
+        status.health_status == HealthStatus::Healthy
     } else {
-        status.health_status != "UNHEALTHY"
+        status.health_status != HealthStatus::Unhealthy
     }
 }
 
@@ -219,7 +224,7 @@ pub fn plan(
             }
             Some(_) => view
                 .status_of(task)
-                .filter(|s| s.last_status == crate::record::STOPPED)
+                .filter(|s| s.last_status == LastStatus::Stopped)
                 .map(|s| {
                     let code = if s.failed_to_start {
                         StopCode::TaskFailedToStart
@@ -269,6 +274,15 @@ pub fn plan(
             out.actions.push(Action::RemoveService {
                 service: svc.name.clone(),
             });
+            continue;
+        }
+        // The rules below rely on ECS's ranges (the maximum above the minimum): a record that
+        // breaks them (another writer's) is not acted on. A DRAINING service's count is 0, so
+        // its percentages do not matter: it is still wound down.
+        if svc.status == ServiceStatus::Active
+            && let Err(e) = crate::service::check_record(svc)
+        {
+            out.problems.push(format!("service {}: {e}", svc.name));
             continue;
         }
         let decided = service(view, svc, &tasks, settings, now_ms, new_id);

@@ -19,7 +19,18 @@ pub struct Resources {
     pub memory_mib: u64,
 }
 
+/// CPU units per core, as ECS counts them.
+pub const CPU_UNITS_PER_CORE: u64 = 1024;
+
 impl Resources {
+    /// A whole host's resources: every core (ECS's units) and all its memory (what a node offers
+    /// unless its options say less).
+    pub fn host(cores: u64, memory_mib: u64) -> Resources {
+        Resources {
+            cpu: cores.saturating_mul(CPU_UNITS_PER_CORE),
+            memory_mib,
+        }
+    }
     pub fn saturating_add(self, other: Resources) -> Resources {
         Resources {
             cpu: self.cpu.saturating_add(other.cpu),
@@ -95,9 +106,65 @@ pub enum StopCode {
     TerminationNotice,
 }
 
-/// The `lastStatus` of a task the controller has closed (ECS keeps `STOPPED` tasks visible for a
-/// while; berth for `--stopped-retention`).
-pub const STOPPED: &str = "STOPPED";
+/// ECS's task `lastStatus`, in ECS's upper-case words on the wire. A node reports `PENDING`,
+/// `RUNNING` or `STOPPED` ([`StatusRecord::last_status`]); the controller closes a task
+/// `STOPPED` ([`TaskRecord::last_status`]: ECS keeps stopped tasks visible for a while, berth for
+/// `--stopped-retention`); `PROVISIONING` is never written, only shown for a task placed whose
+/// node has reported nothing yet ([`crate::view::ClusterView::last_status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum LastStatus {
+    Provisioning,
+    Pending,
+    Running,
+    Stopped,
+}
+
+impl LastStatus {
+    /// ECS's word, as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LastStatus::Provisioning => "PROVISIONING",
+            LastStatus::Pending => "PENDING",
+            LastStatus::Running => "RUNNING",
+            LastStatus::Stopped => "STOPPED",
+        }
+    }
+}
+
+impl std::fmt::Display for LastStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// ECS's task `healthStatus`: `HEALTHY`, `UNHEALTHY`, or `UNKNOWN` (no essential container has a
+/// health check, or none has a result yet; also what a status written without one means).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum HealthStatus {
+    Healthy,
+    Unhealthy,
+    #[default]
+    Unknown,
+}
+
+impl HealthStatus {
+    /// ECS's word, as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HealthStatus::Healthy => "HEALTHY",
+            HealthStatus::Unhealthy => "UNHEALTHY",
+            HealthStatus::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+impl std::fmt::Display for HealthStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One ECS placement constraint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,7 +234,7 @@ pub struct TaskRecord {
     /// `STOPPED` once the controller has closed the task (its node reported it stopped, it was
     /// never placed, or its node was lost); None while its node's report is what counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_status: Option<String>,
+    pub last_status: Option<LastStatus>,
     /// Why it stopped, in ECS's codes; set with the desired status STOPPED or when closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_code: Option<StopCode>,
@@ -215,7 +282,7 @@ impl TaskRecord {
     /// Whether the controller has closed it: nothing runs it any more and only the retention
     /// keeps the record.
     pub fn is_closed(&self) -> bool {
-        self.last_status.as_deref() == Some(STOPPED)
+        self.last_status == Some(LastStatus::Stopped)
     }
 }
 
@@ -248,21 +315,17 @@ pub struct StatusRecord {
     pub task: String,
     pub fence: i64,
     /// ECS's `lastStatus`: PENDING (pulling, creating), RUNNING, STOPPED.
-    pub last_status: String,
+    pub last_status: LastStatus,
     /// ECS's task `healthStatus`: HEALTHY, UNHEALTHY or UNKNOWN (from the essential containers'
-    /// health checks; UNKNOWN when none has one).
-    #[serde(default = "unknown_health")]
-    pub health_status: String,
+    /// health checks; UNKNOWN when none has one, and in a record written without it).
+    #[serde(default)]
+    pub health_status: HealthStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_reason: Option<String>,
     /// Whether the task stopped before its essential containers ran (ECS's `TaskFailedToStart`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed_to_start: bool,
     pub updated_at_ms: u64,
-}
-
-fn unknown_health() -> String {
-    "UNKNOWN".to_owned()
 }
 
 /// A service's status (ECS: ACTIVE, DRAINING while it is deleted; INACTIVE services are gone).
@@ -385,6 +448,79 @@ mod tests {
             serde_json::to_string(&s[1]).unwrap(),
             r#"{"type":"binpack","field":"memory"}"#
         );
+    }
+
+    #[test]
+    fn statuses_are_ecs_words_on_the_wire_and_old_records_decode() {
+        // A status as berth has always written it: the same bytes back.
+        let written = r#"{"task":"t1","fence":7,"lastStatus":"STOPPED","healthStatus":"UNHEALTHY","stoppedReason":"exited","failedToStart":true,"updatedAtMs":9}"#;
+        let s: StatusRecord =
+            decode("/berth/status/n/t1", "task status", written.as_bytes()).expect("decodes");
+        assert_eq!(
+            (s.last_status, s.health_status),
+            (LastStatus::Stopped, HealthStatus::Unhealthy)
+        );
+        assert_eq!(encode(&s), written.as_bytes());
+        // One written before `healthStatus` existed: UNKNOWN.
+        let old = r#"{"task":"t1","fence":7,"lastStatus":"RUNNING","updatedAtMs":9}"#;
+        let s: StatusRecord = decode("/berth/status/n/t1", "task status", old.as_bytes()).unwrap();
+        assert_eq!(
+            (s.last_status, s.health_status),
+            (LastStatus::Running, HealthStatus::Unknown)
+        );
+        assert_eq!(
+            String::from_utf8(encode(&s)).unwrap(),
+            r#"{"task":"t1","fence":7,"lastStatus":"RUNNING","healthStatus":"UNKNOWN","updatedAtMs":9}"#
+        );
+        for (status, word) in [
+            (LastStatus::Provisioning, "PROVISIONING"),
+            (LastStatus::Pending, "PENDING"),
+            (LastStatus::Running, "RUNNING"),
+            (LastStatus::Stopped, "STOPPED"),
+        ] {
+            assert_eq!(
+                serde_json::to_string(&status).unwrap(),
+                format!("\"{word}\"")
+            );
+            assert_eq!(status.to_string(), word);
+        }
+        for (health, word) in [
+            (HealthStatus::Healthy, "HEALTHY"),
+            (HealthStatus::Unhealthy, "UNHEALTHY"),
+            (HealthStatus::Unknown, "UNKNOWN"),
+        ] {
+            assert_eq!(
+                serde_json::to_string(&health).unwrap(),
+                format!("\"{word}\"")
+            );
+            assert_eq!(health.to_string(), word);
+        }
+        // Something else is refused naming the key, as any bad value is.
+        let err = decode::<StatusRecord>(
+            "/berth/status/n/t1",
+            "task status",
+            br#"{"task":"t1","fence":7,"lastStatus":"running","updatedAtMs":9}"#,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("etcd key /berth/status/n/t1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_closed_task_record_says_stopped_as_before() {
+        let definition = crate::testing::definition();
+        let mut t = TaskRecord::pending("t1".into(), definition, vec![], vec![], 1).unwrap();
+        assert!(!t.is_closed());
+        let open = String::from_utf8(encode(&t)).unwrap();
+        assert!(!open.contains("lastStatus"), "{open}");
+        t.last_status = Some(LastStatus::Stopped);
+        assert!(t.is_closed());
+        let closed = String::from_utf8(encode(&t)).unwrap();
+        assert!(closed.contains(r#""lastStatus":"STOPPED""#), "{closed}");
+        let back: TaskRecord = decode("/berth/tasks/t1", "task record", closed.as_bytes()).unwrap();
+        assert_eq!(back, t);
     }
 
     #[test]

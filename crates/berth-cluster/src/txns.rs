@@ -21,7 +21,7 @@
 
 use crate::keys;
 use crate::record::{
-    self, Assignment, DesiredStatus, STOPPED, ServiceRecord, StopCode, TaskRecord,
+    self, Assignment, DesiredStatus, LastStatus, ServiceRecord, StopCode, TaskRecord,
 };
 use crate::store::{Cluster, ClusterError, Versioned};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
@@ -139,7 +139,7 @@ pub fn stopping(
         )
     });
     if assignment.is_none() {
-        task.last_status = Some(STOPPED.to_owned());
+        task.last_status = Some(LastStatus::Stopped);
         task.stopped_at_ms = Some(now_ms);
     }
     let mut g = Guarded::new("stop")
@@ -168,7 +168,7 @@ pub fn closing(
     }
     task.desired_status = DesiredStatus::Stopped;
     task.stop_code.get_or_insert(code);
-    task.last_status = Some(STOPPED.to_owned());
+    task.last_status = Some(LastStatus::Stopped);
     task.stopped_at_ms = Some(now_ms);
     let key = keys::task(&task.id);
     let mut g = Guarded::new("close").when(unchanged(key.clone(), read.mod_revision));

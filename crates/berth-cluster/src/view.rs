@@ -8,7 +8,7 @@
 //! its error, never a panic: etcd is shared and another writer may have put anything there.
 
 use crate::keys;
-use crate::record::{self, NodeRecord, ServiceRecord, StatusRecord, TaskRecord};
+use crate::record::{self, LastStatus, NodeRecord, ServiceRecord, StatusRecord, TaskRecord};
 use crate::store::Versioned;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -99,17 +99,35 @@ impl ClusterView {
             .filter(|s| Some(s.fence) == task.fence)
     }
 
+    /// A service's tasks the controller has not closed, as ECS counts them: `(runningCount,
+    /// pendingCount)`: last status RUNNING, and not yet running (not placed, or placed and not
+    /// reported RUNNING or STOPPED).
+    pub fn service_counts(&self, service: &str) -> (usize, usize) {
+        let (mut running, mut pending) = (0, 0);
+        for t in self.tasks.values().map(|t| &t.value) {
+            if t.service.as_deref() != Some(service) || t.is_closed() {
+                continue;
+            }
+            match self.last_status(t) {
+                LastStatus::Running => running += 1,
+                LastStatus::Stopped => {}
+                LastStatus::Provisioning | LastStatus::Pending => pending += 1,
+            }
+        }
+        (running, pending)
+    }
+
     /// ECS's `lastStatus` of a task as the cluster knows it: what the controller closed it
     /// with, else its node's report, else `PENDING` (not placed) or `PROVISIONING` (placed,
     /// nothing reported yet; ECS's first status of a task on an instance).
-    pub fn last_status(&self, task: &TaskRecord) -> String {
-        if let Some(s) = &task.last_status {
-            return s.clone();
+    pub fn last_status(&self, task: &TaskRecord) -> LastStatus {
+        if let Some(s) = task.last_status {
+            return s;
         }
         match (self.status_of(task), &task.node) {
-            (Some(s), _) => s.last_status.clone(),
-            (None, Some(_)) => "PROVISIONING".to_owned(),
-            (None, None) => "PENDING".to_owned(),
+            (Some(s), _) => s.last_status,
+            (None, Some(_)) => LastStatus::Provisioning,
+            (None, None) => LastStatus::Pending,
         }
     }
 }
@@ -145,6 +163,50 @@ mod tests {
         v.delete(&keys::node("n1"));
         assert!(v.nodes.is_empty() && v.drains.is_empty());
         assert!(v.bad.is_empty());
+    }
+
+    #[test]
+    fn a_services_tasks_are_counted_as_ecs_counts_them() {
+        let definition = crate::testing::definition();
+        let mut v = ClusterView::default();
+        let mut add = |id: &str, service: &str, node: Option<&str>, report: Option<LastStatus>| {
+            let mut t =
+                TaskRecord::pending(id.into(), definition.clone(), vec![], vec![], 1).unwrap();
+            t.service = Some(service.into());
+            t.node = node.map(str::to_owned);
+            t.fence = node.map(|_| 7);
+            if let (Some(node), Some(last_status)) = (node, report) {
+                v.statuses.insert(
+                    (node.into(), id.into()),
+                    StatusRecord {
+                        task: id.into(),
+                        fence: 7,
+                        last_status,
+                        health_status: record::HealthStatus::Unknown,
+                        stopped_reason: None,
+                        failed_to_start: false,
+                        updated_at_ms: 1,
+                    },
+                );
+            }
+            v.tasks.insert(
+                id.into(),
+                Versioned {
+                    value: t,
+                    mod_revision: 1,
+                },
+            );
+        };
+        add("running", "web", Some("n1"), Some(LastStatus::Running));
+        add("pending", "web", None, None);
+        add("provisioning", "web", Some("n1"), None);
+        add("starting", "web", Some("n1"), Some(LastStatus::Pending));
+        add("stopped", "web", Some("n1"), Some(LastStatus::Stopped));
+        add("other", "db", Some("n1"), Some(LastStatus::Running));
+        assert_eq!(v.service_counts("web"), (1, 3));
+        assert_eq!(v.service_counts("db"), (1, 0));
+        v.tasks.get_mut("running").unwrap().value.last_status = Some(LastStatus::Stopped);
+        assert_eq!(v.service_counts("web"), (0, 3));
     }
 
     #[test]

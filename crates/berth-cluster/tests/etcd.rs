@@ -115,6 +115,73 @@ async fn a_node_record_lives_as_long_as_its_lease() {
 }
 
 #[tokio::test]
+async fn a_lease_session_keeps_its_lease_until_dropped_or_revoked_and_is_reclaimed_while_alive() {
+    use berth_cluster::lease::LeaseSession;
+    let etcd = EtcdCluster::start("lease-session", 3);
+    let c = connect(&etcd).await;
+    let ttl = Duration::from_secs(1);
+    let node = |name: &str, lease: i64| NodeRecord {
+        name: name.to_owned(),
+        capacity: Resources::default(),
+        attributes: BTreeMap::new(),
+        version: "test".to_owned(),
+        registered_at_ms: 1,
+        lease,
+    };
+    let names = |nodes: Vec<NodeRecord>| nodes.into_iter().map(|n| n.name).collect::<Vec<_>>();
+
+    // Whole seconds: 1.5 s is granted as 1 s, and renewed for three times that.
+    let first = LeaseSession::grant(&c, Duration::from_millis(1500), "the test's lease")
+        .await
+        .expect("grant");
+    assert_eq!(first.ttl(), ttl);
+    c.put_node(&node("kept", first.id())).await.unwrap();
+    let dropped = LeaseSession::grant(&c, ttl, "the test's lease")
+        .await
+        .unwrap();
+    c.put_node(&node("dropped", dropped.id())).await.unwrap();
+    drop(dropped);
+    tokio::time::sleep(3 * ttl).await;
+    assert_eq!(names(c.nodes().await.unwrap()), ["kept"]);
+
+    // A stored lease is continued while etcd has it (a restarted process), and kept by the new
+    // session once the old one is dropped.
+    let id = first.id();
+    let mut again = LeaseSession::reclaim(&c, id, ttl, "the test's lease")
+        .await
+        .expect("reclaim")
+        .expect("still alive");
+    drop(first);
+    tokio::time::sleep(3 * ttl).await;
+    assert_eq!(names(c.nodes().await.unwrap()), ["kept"]);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), again.lost())
+            .await
+            .is_err()
+    );
+
+    // Revoked by one holder: another learns it is gone (and so lost), and it is not reclaimed.
+    let other = LeaseSession::reclaim(&c, id, ttl, "the test's lease")
+        .await
+        .unwrap()
+        .expect("alive");
+    other.revoke().await.expect("revoke");
+    tokio::time::timeout(Duration::from_secs(3), again.gone())
+        .await
+        .expect("gone");
+    tokio::time::timeout(Duration::from_millis(100), again.lost())
+        .await
+        .expect("gone is lost too");
+    assert!(c.nodes().await.unwrap().is_empty());
+    assert!(
+        LeaseSession::reclaim(&c, id, ttl, "the test's lease")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn six_tasks_spread_over_three_nodes_and_placement_survives_a_killed_member() {
     let mut etcd = EtcdCluster::start("spread", 3);
     let c = connect(&etcd).await;
@@ -271,4 +338,78 @@ async fn two_controllers_racing_never_place_a_task_twice() {
     }
     let all = a.count(keys::ASSIGN).await.unwrap();
     assert_eq!(all, 40);
+}
+
+fn controller_config(name: &str, lease_ttl: Duration) -> berth_cluster::controller::Config {
+    berth_cluster::controller::Config {
+        name: name.to_owned(),
+        lease_ttl,
+        interval: Duration::from_millis(100),
+        settings: berth_cluster::reconcile::Settings::default(),
+        new_id: Box::new(|| unreachable!("no service in these tests")),
+    }
+}
+
+/// Waits until task `id` is placed; its node.
+async fn placed(c: &Cluster, id: &str, limit: Duration) -> String {
+    let start = Instant::now();
+    loop {
+        if let Some(node) = c.task(id).await.unwrap().and_then(|t| t.value.node) {
+            return node;
+        }
+        assert!(start.elapsed() < limit, "{id} not placed within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_run_leads_places_and_resigns_when_cancelled() {
+    use berth_cluster::controller::{Ended, run};
+    use tokio_util::sync::CancellationToken;
+    let etcd = EtcdCluster::start("controller-run", 3);
+    let c = connect(&etcd).await;
+    register(&c, "n1", 10, 1024, &[]).await;
+    // A lease far longer than the test waits: the second leads only because the first resigns.
+    let ttl = Duration::from_secs(30);
+    let start = |name: &str, cancel: &CancellationToken| {
+        let (c, config, cancel) = (c.clone(), controller_config(name, ttl), cancel.clone());
+        tokio::spawn(async move { run(&c, config, cancel).await })
+    };
+    let first_cancel = CancellationToken::new();
+    let first = start("c1", &first_cancel);
+    c.submit(&task("t1", 64, vec![], vec![])).await.unwrap();
+    assert_eq!(placed(&c, "t1", Duration::from_secs(10)).await, "n1");
+
+    // Another waits while the first leads; cancelled, the first resigns and the other leads.
+    let second_cancel = CancellationToken::new();
+    let second = start("c2", &second_cancel);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    first_cancel.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(10), first)
+        .await
+        .expect("the first ends")
+        .expect("joined")
+        .expect("no error");
+    assert_eq!(ended, Ended::Cancelled);
+    c.submit(&task("t2", 64, vec![], vec![])).await.unwrap();
+    assert_eq!(placed(&c, "t2", Duration::from_secs(10)).await, "n1");
+
+    // Cancelled before it leads: it ends without leading.
+    let waiting_cancel = CancellationToken::new();
+    let waiting = start("c3", &waiting_cancel);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    waiting_cancel.cancel();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("ends")
+            .expect("joined")
+            .expect("no error"),
+        Ended::Cancelled
+    );
+    second_cancel.cancel();
+    assert_eq!(
+        second.await.expect("joined").expect("no error"),
+        Ended::Cancelled
+    );
 }

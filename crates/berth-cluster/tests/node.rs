@@ -7,7 +7,7 @@
 use berth_cluster::controller::pass;
 use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
 use berth_cluster::reconcile::Settings;
-use berth_cluster::record::{Resources, StopCode, TaskRecord};
+use berth_cluster::record::{HealthStatus, LastStatus, Resources, StopCode, TaskRecord};
 use berth_cluster::store::Cluster;
 use berth_testkit::etcd::EtcdCluster;
 use std::collections::BTreeMap;
@@ -32,10 +32,10 @@ struct FakeLocal {
     changes: watch::Sender<u64>,
 }
 
-fn status(last: &str, reason: Option<&str>) -> LocalStatus {
+fn status(last: LastStatus, reason: Option<&str>) -> LocalStatus {
     LocalStatus {
-        last_status: last.into(),
-        health_status: "UNKNOWN".into(),
+        last_status: last,
+        health_status: HealthStatus::Unknown,
         stopped_reason: reason.map(str::to_owned),
         failed_to_start: false,
     }
@@ -61,14 +61,18 @@ impl FakeLocal {
         self.with(|i| {
             i.status.insert(
                 id.into(),
-                status("STOPPED", Some("Essential container in task exited")),
+                status(
+                    LastStatus::Stopped,
+                    Some("Essential container in task exited"),
+                ),
             )
         });
     }
 }
 
 impl Local for FakeLocal {
-    async fn memory(&self) -> Result<Memory, String> {
+    type Error = std::io::Error;
+    async fn memory(&self) -> Result<Memory, std::io::Error> {
         Ok(self.inner.lock().unwrap().memory.clone())
     }
     async fn run(
@@ -77,18 +81,18 @@ impl Local for FakeLocal {
         fence: i64,
         revision: i64,
         stop: Option<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), std::io::Error> {
         self.with(|i| {
             if i.failing_runs > 0 {
                 i.failing_runs -= 1;
-                return Err("the local store cannot be written".to_owned());
+                return Err(std::io::Error::other("the local store cannot be written"));
             }
             i.memory.accepted.insert(task.id.clone(), fence);
             i.memory.revision = revision;
             i.runs.push(task.id.clone());
             let st = match &stop {
-                Some(r) => status("STOPPED", Some(r)),
-                None => status("RUNNING", None),
+                Some(r) => status(LastStatus::Stopped, Some(r)),
+                None => status(LastStatus::Running, None),
             };
             i.status.insert(task.id, st);
             Ok(())
@@ -96,15 +100,23 @@ impl Local for FakeLocal {
     }
     async fn stop(&self, id: &str, reason: &str) {
         self.with(|i| {
-            if i.status.get(id).is_some_and(|s| s.last_status != "STOPPED") {
-                i.status.insert(id.into(), status("STOPPED", Some(reason)));
+            if i.status
+                .get(id)
+                .is_some_and(|s| s.last_status != LastStatus::Stopped)
+            {
+                i.status
+                    .insert(id.into(), status(LastStatus::Stopped, Some(reason)));
             }
         });
     }
-    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), String> {
+    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), std::io::Error> {
         self.with(|i| {
-            if i.status.get(id).is_some_and(|s| s.last_status != "STOPPED") {
-                i.status.insert(id.into(), status("STOPPED", Some(reason)));
+            if i.status
+                .get(id)
+                .is_some_and(|s| s.last_status != LastStatus::Stopped)
+            {
+                i.status
+                    .insert(id.into(), status(LastStatus::Stopped, Some(reason)));
             }
             i.memory.accepted.remove(id);
             i.memory.revision = revision;
@@ -112,11 +124,11 @@ impl Local for FakeLocal {
             Ok(())
         })
     }
-    async fn seen(&self, revision: i64) -> Result<(), String> {
+    async fn seen(&self, revision: i64) -> Result<(), std::io::Error> {
         self.with(|i| i.memory.revision = revision);
         Ok(())
     }
-    async fn save_lease(&self, lease: i64) -> Result<(), String> {
+    async fn save_lease(&self, lease: i64) -> Result<(), std::io::Error> {
         self.with(|i| i.memory.lease = Some(lease));
         Ok(())
     }
@@ -131,7 +143,7 @@ impl Local for FakeLocal {
                     .status
                     .get(id)
                     .cloned()
-                    .unwrap_or_else(|| status("PENDING", None));
+                    .unwrap_or_else(|| status(LastStatus::Pending, None));
                 (id.clone(), (*fence, s))
             })
             .collect()
@@ -262,7 +274,7 @@ async fn assignments_run_once_across_restarts_compaction_and_a_failing_store() {
         let v = c.view().await.unwrap();
         first
             .iter()
-            .all(|id| v.last_status(&v.tasks[id].value) == "RUNNING")
+            .all(|id| v.last_status(&v.tasks[id].value) == LastStatus::Running)
     })
     .await;
     assert_eq!(local.runs().len(), 3);
@@ -313,7 +325,7 @@ async fn assignments_run_once_across_restarts_compaction_and_a_failing_store() {
         || async {
             let v = c.view().await.unwrap();
             v.status_of(&v.tasks[&first[0]].value)
-                .is_some_and(|s| s.last_status == "STOPPED")
+                .is_some_and(|s| s.last_status == LastStatus::Stopped)
         },
     )
     .await;
@@ -339,13 +351,13 @@ async fn assignments_run_once_across_restarts_compaction_and_a_failing_store() {
     until(Duration::from_secs(10), "the exit reported", || async {
         let v = c.view().await.unwrap();
         v.status_of(&v.tasks[&more[0]].value)
-            .is_some_and(|s| s.last_status == "STOPPED")
+            .is_some_and(|s| s.last_status == LastStatus::Stopped)
     })
     .await;
     controller_pass(&c).await;
     let v = c.view().await.unwrap();
     let t = &v.tasks[&more[0]].value;
-    assert_eq!(t.last_status.as_deref(), Some("STOPPED"));
+    assert_eq!(t.last_status, Some(LastStatus::Stopped));
     assert_eq!(
         t.reason.as_deref(),
         Some("Essential container in task exited")
@@ -413,7 +425,7 @@ async fn a_lost_node_releases_its_closed_tasks_before_registering_again() {
         want.sort();
         assert_eq!(released, want);
         for id in &ids {
-            assert_eq!(i.status[id].last_status, "STOPPED");
+            assert_eq!(i.status[id].last_status, LastStatus::Stopped);
             assert_eq!(i.status[id].stopped_reason.as_deref(), Some(node::ORPHANED));
         }
     }

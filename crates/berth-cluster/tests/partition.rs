@@ -152,3 +152,99 @@ async fn a_stalled_client_fails_within_the_call_timeout_and_recovers_by_itself_a
     assert!(took_heal < RECOVERY, "{took_heal:?}");
     assert_eq!(drains, ["n1"]);
 }
+
+#[tokio::test]
+async fn a_lease_session_cut_off_is_lost_once_a_renewal_fails_and_gone_once_etcd_says_so() {
+    use berth_cluster::lease::LeaseSession;
+    let etcd = EtcdCluster::start("partition-lease", 3);
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let c = connect(&proxies.endpoint_list()).await;
+    let direct = connect(&etcd.endpoint_list()).await;
+    let ttl = Duration::from_secs(2);
+    let mut lease = LeaseSession::grant(&c, ttl, "the test's lease")
+        .await
+        .expect("grant");
+    // Renewed for longer than its TTL: neither lost nor gone.
+    tokio::time::sleep(2 * ttl).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), lease.lost())
+            .await
+            .is_err()
+    );
+
+    // Cut off: lost once a renewal fails (after its retry window) with none for a TTL, but not
+    // gone: etcd has said nothing.
+    proxies.cut();
+    let t = Instant::now();
+    tokio::time::timeout(ttl + RETRY_WINDOW + MARGIN, lease.lost())
+        .await
+        .expect("lost once a renewal fails");
+    eprintln!("lease: lost {:?} after the cut", t.elapsed());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), lease.gone())
+            .await
+            .is_err(),
+        "etcd has not said it is gone"
+    );
+
+    // etcd ends it meanwhile (its TTL ran out long ago: nobody renewed it; revoked, should it
+    // not have yet); once back in touch, the session learns it is gone.
+    let _ = direct.revoke(lease.id()).await;
+    proxies.heal();
+    let t = Instant::now();
+    tokio::time::timeout(ttl + RETRY_WINDOW + RECOVERY, lease.gone())
+        .await
+        .expect("gone once etcd answers");
+    eprintln!("lease: gone {:?} after the heal", t.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leading_controller_cut_off_stops_once_its_lease_is_lost() {
+    // Lost: a renewal failed (after its retry window) with none for a TTL.
+    use berth_cluster::controller::{Config, Ended, run};
+    use tokio_util::sync::CancellationToken;
+    let etcd = EtcdCluster::start("partition-controller", 3);
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let c = connect(&proxies.endpoint_list()).await;
+    let direct = connect(&etcd.endpoint_list()).await;
+    let ttl = Duration::from_secs(2);
+    let config = Config {
+        name: "cut".into(),
+        lease_ttl: ttl,
+        interval: Duration::from_millis(200),
+        settings: berth_cluster::reconcile::Settings::default(),
+        new_id: Box::new(|| unreachable!("no service here")),
+    };
+    let cancel = CancellationToken::new();
+    let run = {
+        let c = c.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move { run(&c, config, cancel).await })
+    };
+    // Leading: the election key is held.
+    let start = Instant::now();
+    while direct
+        .count(berth_cluster::keys::ELECTION)
+        .await
+        .expect("count")
+        == 0
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never led");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(2 * ttl).await;
+    assert!(!run.is_finished(), "still leading");
+
+    proxies.cut();
+    let t = Instant::now();
+    let ended = tokio::time::timeout(ttl + RETRY_WINDOW + MARGIN, run)
+        .await
+        .expect("it stops")
+        .expect("joined");
+    eprintln!(
+        "controller: stopped {:?} after the cut: {ended:?}",
+        t.elapsed()
+    );
+    assert_eq!(ended.expect("no error"), Ended::Lost);
+    proxies.heal();
+}

@@ -457,15 +457,6 @@ impl TaskState {
             .unwrap_or(Status::Stopped)
     }
 
-    /// ECS's task `lastStatus`: `PENDING` until every container has run, `RUNNING`, `STOPPED`.
-    pub fn ecs_last_status(&self) -> &'static str {
-        match self.known() {
-            Status::Stopped => "STOPPED",
-            Status::Running => "RUNNING",
-            _ => "PENDING",
-        }
-    }
-
     /// ECS's task `healthStatus`: UNHEALTHY when an essential container with a health check is,
     /// HEALTHY when every one of them is, UNKNOWN otherwise (none has a check, or no result yet).
     pub fn health_status(&self) -> Health {

@@ -21,10 +21,10 @@
 //! ```
 
 use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
-use berth_cluster::record::{Resources, TaskRecord};
+use berth_cluster::record::{LastStatus, Resources, TaskRecord};
 use berth_cluster::store::{Cluster, WatchEvent};
 use berth_engine::fake::FakeRuntime;
-use berth_engine::{Command, RunConfig, Status, StopKind, TaskState};
+use berth_engine::{Command, RunConfig, StopKind, TaskState};
 use berth_testkit::etcd::EtcdCluster;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -59,7 +59,10 @@ impl SimNode {
 }
 
 impl Local for SimNode {
-    async fn memory(&self) -> Result<Memory, String> {
+    /// Its memory is in memory: nothing fails.
+    type Error = std::convert::Infallible;
+
+    async fn memory(&self) -> Result<Memory, Self::Error> {
         Ok(self.lock_memory().clone())
     }
 
@@ -69,7 +72,7 @@ impl Local for SimNode {
         fence: i64,
         revision: i64,
         stop: Option<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Self::Error> {
         let mut state = TaskState::new(
             task.id.clone(),
             task.definition,
@@ -119,7 +122,7 @@ impl Local for SimNode {
         }
     }
 
-    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), String> {
+    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), Self::Error> {
         self.stop(id, reason).await;
         let mut m = self.lock_memory();
         m.accepted.remove(id);
@@ -128,12 +131,12 @@ impl Local for SimNode {
         Ok(())
     }
 
-    async fn seen(&self, revision: i64) -> Result<(), String> {
+    async fn seen(&self, revision: i64) -> Result<(), Self::Error> {
         self.lock_memory().revision = revision;
         Ok(())
     }
 
-    async fn save_lease(&self, lease: i64) -> Result<(), String> {
+    async fn save_lease(&self, lease: i64) -> Result<(), Self::Error> {
         self.lock_memory().lease = Some(lease);
         Ok(())
     }
@@ -146,20 +149,8 @@ impl Local for SimNode {
         accepted
             .into_iter()
             .filter_map(|(id, fence)| {
-                let s = tasks.get(&id)?.0.borrow().clone();
-                let stopped = s.known() == Status::Stopped;
-                Some((
-                    id,
-                    (
-                        fence,
-                        LocalStatus {
-                            last_status: s.ecs_last_status().to_owned(),
-                            health_status: s.health_status().as_str().to_owned(),
-                            stopped_reason: stopped.then(|| s.stopped_reason.clone()).flatten(),
-                            failed_to_start: s.stop_kind == Some(StopKind::Failed),
-                        },
-                    ),
-                ))
+                let status = LocalStatus::of(&tasks.get(&id)?.0.borrow());
+                Some((id, (fence, status)))
             })
             .collect()
     }
@@ -312,7 +303,7 @@ async fn main() {
             definition(),
             vec![],
             vec![],
-            berth_engine::report::now_ms().unsigned_abs(),
+            berth_cluster::now_ms(),
         )
         .expect("task");
         set.spawn(async move { c.submit(&rec).await.expect("submit") });
@@ -379,7 +370,7 @@ async fn main() {
         let running = view
             .tasks
             .values()
-            .filter(|t| view.last_status(&t.value) == "RUNNING")
+            .filter(|t| view.last_status(&t.value) == LastStatus::Running)
             .count();
         if running == tasks {
             all_running = Some(started.elapsed());

@@ -4,7 +4,8 @@
 //! `--cleanup-wait`.
 //!
 //! One actor per task (the engine's `run_task`). This module owns the agent's arguments, the table
-//! of running tasks (a std mutex never held across an `.await`), spawning each task's actor, its
+//! of running tasks (a std mutex never held across an `.await`), accepting a task (`Agent::accept`:
+//! the one path for a control API submit and a cluster assignment), spawning each task's actor, its
 //! report fan-out and its cleanup (all through one `TaskTracker`), the cleanup timers, and start-up
 //! wiring (store, Docker, metadata endpoint, introspection API, resuming stored tasks, the control
 //! socket). Elsewhere: the control API's routes, handlers and types in `berth_api::control`
@@ -254,7 +255,71 @@ struct Agent {
     cluster_node: Option<(String, watch::Sender<u64>)>,
 }
 
+/// Where a task the agent accepts comes from ([`Agent::accept`]).
+pub(crate) enum Origin {
+    /// `berth submit`, through the control API: stored through the store's grouped commit.
+    Local,
+    /// A cluster assignment: stored with its `fence` and the assignment watch's `revision` in
+    /// one transaction (so after a crash the node has all three or none); with `stop`, stored
+    /// already asked to stop with that reason (its containers are marked STOPPED with no Docker
+    /// call: nothing runs); `labels` go on every container (the task's extra labels: the node
+    /// and service).
+    Cluster {
+        fence: i64,
+        revision: i64,
+        stop: Option<String>,
+        labels: std::collections::BTreeMap<String, String>,
+    },
+}
+
+/// A task the agent accepted: its id, and what the log policy said of its definition.
+pub(crate) struct Accepted {
+    pub(crate) id: String,
+    pub(crate) warnings: Vec<String>,
+}
+
 impl Agent {
+    /// Accepts a task, wherever it comes from: this host's log drivers applied to its definition
+    /// (decided once: the stored definition is what Docker is given, so a restarted agent with
+    /// another policy keeps what the task started with), its state built (every container's
+    /// Docker name decided) and stored before anything is created, then its actor spawned. The
+    /// error: the store refused it, and nothing was accepted.
+    pub(crate) async fn accept(
+        self: &Arc<Self>,
+        mut definition: berth_model::TaskDefinition,
+        id: String,
+        origin: Origin,
+    ) -> Result<Accepted, berth_store::StoreError> {
+        let warnings = berth_model::logging::apply(&mut definition, &self.log_policy)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let mut state = TaskState::new(id, definition, now_ms());
+        match origin {
+            Origin::Local => self.store.save_state_grouped(&state).await?,
+            Origin::Cluster {
+                fence,
+                revision,
+                stop,
+                labels,
+            } => {
+                state.extra_labels.extend(labels);
+                if let Some(reason) = &stop {
+                    state.request_stop(reason, berth_engine::StopKind::Requested);
+                }
+                let rec = TaskRecord {
+                    state: state.clone(),
+                    cleanup: Default::default(),
+                };
+                self.store.accept_cluster_task(&rec, fence, revision)?;
+            }
+        }
+        let id = state.id.clone();
+        self.metrics.task_submitted();
+        self.spawn(state, Start::New);
+        Ok(Accepted { id, warnings })
+    }
+
     fn tasks(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // The map is consistent between statements; a panic elsewhere cannot corrupt it.
         self.tasks.lock().unwrap_or_else(|e| e.into_inner())

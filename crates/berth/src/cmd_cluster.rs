@@ -8,7 +8,10 @@
 
 use crate::output::{Output, table};
 use anyhow::{Context as _, bail};
-use berth_cluster::record::{Constraint, DesiredStatus, Resources, StopCode, Strategy, TaskRecord};
+use berth_cluster::now_ms;
+use berth_cluster::record::{
+    Constraint, DesiredStatus, LastStatus, Resources, StopCode, Strategy, TaskRecord,
+};
 use berth_cluster::store::{Cluster, Versioned, parse_endpoints};
 use berth_cluster::view::ClusterView;
 use std::collections::BTreeMap;
@@ -104,11 +107,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(run_async(args.command))
-}
-
-/// Now, in milliseconds since the epoch, as the cluster records write it.
-pub(crate) fn now_ms() -> u64 {
-    u64::try_from(berth_engine::report::now_ms()).unwrap_or(0)
 }
 
 pub(crate) async fn connect(conn: &ConnArgs) -> anyhow::Result<Cluster> {
@@ -246,7 +244,7 @@ async fn ps(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
                         "node": t.node,
                         "desiredStatus": t.desired_status,
                         "lastStatus": view.last_status(t),
-                        "healthStatus": view.status_of(t).map(|s| s.health_status.clone()),
+                        "healthStatus": view.status_of(t).map(|s| s.health_status),
                         "reason": t.reason,
                         "stopCode": t.stop_code,
                         "stoppedAtMs": t.stopped_at_ms,
@@ -267,7 +265,7 @@ async fn ps(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
                         t.service.clone().unwrap_or_else(|| "-".into()),
                         t.node.clone().unwrap_or_else(|| "-".into()),
                         t.desired_status.as_str().to_owned(),
-                        view.last_status(t),
+                        view.last_status(t).to_string(),
                         t.reason.clone().unwrap_or_else(|| "-".into()),
                     ]
                 })
@@ -412,7 +410,7 @@ async fn stop(task: &str, conn: &ConnArgs) -> anyhow::Result<ExitCode> {
         // it and reports (its last status is what the node last said).
         let closed = t.is_closed() || t.node.is_none();
         let last = if closed {
-            berth_cluster::record::STOPPED.to_owned()
+            LastStatus::Stopped
         } else {
             view.last_status(t)
         };

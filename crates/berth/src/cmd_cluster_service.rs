@@ -1,26 +1,25 @@
 //! `berth cluster service create|update|rm|ls`: ECS services (the REPLICA scheduler) on a berth
-//! cluster. This module checks the options with ECS's rules and defaults (CreateService,
-//! UpdateService, DeleteService) and writes the wanted state, a `ServiceRecord`, through
-//! berth-cluster's guarded transactions; it starts and stops no task itself. The controller
-//! (`berth controller`) keeps each service at its desired count, rolls its tasks over to a new
-//! deployment within the two percentages, and deletes a removed (DRAINING) service once none of
-//! its tasks is left. `ls` reads the cluster at one revision. See docs/cluster.md.
+//! cluster. This module parses the options, checks them with ECS's rules and defaults
+//! (berth-cluster's `service`: CreateService, UpdateService; DeleteService's refusal is here)
+//! and writes the wanted state, a `ServiceRecord`, through berth-cluster's guarded transactions;
+//! it starts and stops no task itself. The controller (`berth controller`) keeps each service at
+//! its desired count, rolls its tasks over to a new deployment within the two percentages, and
+//! deletes a removed (DRAINING) service once none of its tasks is left. `ls` reads the cluster
+//! at one revision. See docs/cluster.md.
 
-use crate::cmd_cluster::{ConnArgs, connect, json_option, now_ms, print_json, warn_bad};
+use crate::cmd_cluster::{ConnArgs, connect, json_option, print_json, warn_bad};
 use crate::output::{Output, table};
 use anyhow::bail;
+use berth_cluster::now_ms;
 use berth_cluster::record::{Constraint, ServiceRecord, ServiceStatus, Strategy};
-use berth_cluster::view::ClusterView;
+use berth_cluster::service::{
+    Change, DEFAULT_MAX, DEFAULT_MIN_HEALTHY, check_desired, check_percents, check_tasks,
+    new_service, remove,
+};
 use berth_model::TaskDefinition;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// ECS's quota of tasks per service: the largest desired count.
-pub const MAX_DESIRED: u32 = 5000;
-/// ECS's default `minimumHealthyPercent` (REPLICA services).
-pub const DEFAULT_MIN_HEALTHY: u32 = 100;
-/// ECS's default `maximumPercent`.
-pub const DEFAULT_MAX: u32 = 200;
 /// How many times `update` and `rm` read again when the record changed under them (the
 /// controller writes it with every start).
 const ROUNDS: usize = 5;
@@ -115,65 +114,6 @@ pub enum ServiceCommand {
         #[command(flatten)]
         conn: ConnArgs,
     },
-}
-
-/// `--desired-count`: 0 to [`MAX_DESIRED`].
-pub fn check_desired(count: u32) -> Result<(), String> {
-    if count > MAX_DESIRED {
-        return Err(format!(
-            "--desired-count: {count} is above {MAX_DESIRED}, ECS's limit of tasks per service; give 0 to {MAX_DESIRED}"
-        ));
-    }
-    Ok(())
-}
-
-/// `--minimum-healthy-percent` on its own: 0 to 100.
-pub fn check_min_healthy(percent: u32) -> Result<(), String> {
-    if percent > 100 {
-        return Err(format!(
-            "--minimum-healthy-percent: {percent} is above 100; give 0 to 100 (the share of the desired count that stays healthy during a rolling update; default {DEFAULT_MIN_HEALTHY})"
-        ));
-    }
-    Ok(())
-}
-
-/// `--maximum-percent` on its own: at least 100.
-pub fn check_max(percent: u32) -> Result<(), String> {
-    if percent < 100 {
-        return Err(format!(
-            "--maximum-percent: {percent} is below 100; give 100 or more (the most tasks that may run during a rolling update, as a share of the desired count; default {DEFAULT_MAX})"
-        ));
-    }
-    Ok(())
-}
-
-/// The two percentages together: the maximum above the minimum, or a rolling update could
-/// neither stop an old task (the minimum forbids it) nor start a new one (the maximum does).
-pub fn check_percents(min_healthy: u32, max: u32) -> Result<(), String> {
-    check_min_healthy(min_healthy)?;
-    check_max(max)?;
-    if max <= min_healthy {
-        return Err(format!(
-            "--maximum-percent: {max} is not above --minimum-healthy-percent {min_healthy}: a rolling update could never make progress (it could neither stop an old task nor start a new one); raise --maximum-percent (e.g. {DEFAULT_MAX}) or lower --minimum-healthy-percent"
-        ));
-    }
-    Ok(())
-}
-
-/// A new deployment id, ECS's form: `ecs-svc/` and 19 random digits.
-pub fn new_deployment() -> String {
-    format!(
-        "ecs-svc/{:019}",
-        rand::random_range(0..10_000_000_000_000_000_000u64)
-    )
-}
-
-/// Runs the checks a service's tasks will go through (constraints, strategies, what a task
-/// reserves), so a bad value is refused now rather than by every controller pass.
-fn check_tasks(svc: &ServiceRecord) -> anyhow::Result<()> {
-    svc.task("check".to_owned(), svc.updated_at_ms)
-        .map(drop)
-        .map_err(anyhow::Error::msg)
 }
 
 /// `family:revision`.
@@ -276,7 +216,7 @@ pub async fn run(cmd: ServiceCommand) -> anyhow::Result<ExitCode> {
                 },
                 force_new_deployment,
             };
-            change.check().map_err(anyhow::Error::msg)?;
+            change.check()?;
             update(&name, &change, &conn).await
         }
         ServiceCommand::Rm { name, force, conn } => rm(&name, force, &conn).await,
@@ -294,28 +234,21 @@ async fn create(
     conn: &ConnArgs,
 ) -> anyhow::Result<ExitCode> {
     berth_cluster::keys::check_name("service", &name).map_err(anyhow::Error::msg)?;
-    check_desired(desired_count).map_err(anyhow::Error::msg)?;
-    check_percents(min_healthy, max).map_err(anyhow::Error::msg)?;
+    // The numbers first (what `check_record` checks), before any file or JSON is read.
+    check_desired(desired_count)?;
+    check_percents(min_healthy, max)?;
     let placement_constraints: Vec<Constraint> = json_option("placement-constraints", constraints)?;
     let placement_strategy: Vec<Strategy> = json_option("placement-strategy", strategy)?;
     let definition = match load(file) {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    let now = now_ms();
     let svc = ServiceRecord {
-        name,
-        definition,
-        desired_count,
         placement_constraints,
         placement_strategy,
         minimum_healthy_percent: min_healthy,
         maximum_percent: max,
-        created_at_ms: now,
-        status: ServiceStatus::Active,
-        deployment: new_deployment(),
-        launched: 0,
-        updated_at_ms: now,
+        ..new_service(name, definition, desired_count, now_ms())
     };
     check_tasks(&svc)?;
     let cluster = connect(conn).await?;
@@ -350,81 +283,6 @@ async fn create(
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `update` changes; None: unchanged.
-#[derive(Debug, Default)]
-struct Change {
-    definition: Option<TaskDefinition>,
-    desired_count: Option<u32>,
-    minimum_healthy_percent: Option<u32>,
-    maximum_percent: Option<u32>,
-    placement_constraints: Option<Vec<Constraint>>,
-    placement_strategy: Option<Vec<Strategy>>,
-    force_new_deployment: bool,
-}
-
-impl Change {
-    /// The checks that need no record: something to change, each given value in range.
-    fn check(&self) -> Result<(), String> {
-        let nothing = self.definition.is_none()
-            && self.desired_count.is_none()
-            && self.minimum_healthy_percent.is_none()
-            && self.maximum_percent.is_none()
-            && self.placement_constraints.is_none()
-            && self.placement_strategy.is_none()
-            && !self.force_new_deployment;
-        if nothing {
-            return Err("nothing to change: give --task-definition, --desired-count, --minimum-healthy-percent, --maximum-percent, --placement-constraints, --placement-strategy or --force-new-deployment".to_owned());
-        }
-        if let Some(n) = self.desired_count {
-            check_desired(n)?;
-        }
-        if let Some(p) = self.minimum_healthy_percent {
-            check_min_healthy(p)?;
-        }
-        if let Some(p) = self.maximum_percent {
-            check_max(p)?;
-        }
-        Ok(())
-    }
-
-    /// The service as changed, and whether that is a new deployment (a new definition or
-    /// placement, or forced). The error: the combined percentages, or a check the service's
-    /// tasks would fail.
-    fn apply(&self, old: &ServiceRecord, now: u64) -> anyhow::Result<(ServiceRecord, bool)> {
-        let mut new = old.clone();
-        if let Some(d) = &self.definition {
-            new.definition = d.clone();
-        }
-        if let Some(n) = self.desired_count {
-            new.desired_count = n;
-        }
-        if let Some(p) = self.minimum_healthy_percent {
-            new.minimum_healthy_percent = p;
-        }
-        if let Some(p) = self.maximum_percent {
-            new.maximum_percent = p;
-        }
-        if let Some(c) = &self.placement_constraints {
-            new.placement_constraints = c.clone();
-        }
-        if let Some(s) = &self.placement_strategy {
-            new.placement_strategy = s.clone();
-        }
-        check_percents(new.minimum_healthy_percent, new.maximum_percent)
-            .map_err(anyhow::Error::msg)?;
-        let redeploy = self.force_new_deployment
-            || new.definition != old.definition
-            || new.placement_constraints != old.placement_constraints
-            || new.placement_strategy != old.placement_strategy;
-        if redeploy {
-            new.deployment = new_deployment();
-        }
-        new.updated_at_ms = now;
-        check_tasks(&new)?;
-        Ok((new, redeploy))
-    }
-}
-
 async fn update(name: &str, change: &Change, conn: &ConnArgs) -> anyhow::Result<ExitCode> {
     let cluster = connect(conn).await?;
     // The controller writes the record with every start (its `launched` count): a write that
@@ -433,11 +291,6 @@ async fn update(name: &str, change: &Change, conn: &ConnArgs) -> anyhow::Result<
         let Some(read) = cluster.service(name).await? else {
             return Err(unknown(name));
         };
-        if read.value.status == ServiceStatus::Draining {
-            bail!(
-                "service {name:?} is being removed (DRAINING) and cannot be updated; create it again once `berth cluster service ls` no longer lists it"
-            );
-        }
         let (new, redeploy) = change.apply(&read.value, now_ms())?;
         if cluster.update_service(&read, &new).await? {
             match conn.output {
@@ -473,22 +326,11 @@ async fn rm(name: &str, force: bool, conn: &ConnArgs) -> anyhow::Result<ExitCode
         let Some(read) = cluster.service(name).await? else {
             return Err(unknown(name));
         };
-        let svc: &ServiceRecord = &read.value;
-        let already = svc.status == ServiceStatus::Draining;
-        let written = if already {
-            true
-        } else {
-            if svc.desired_count > 0 && !force {
-                bail!(
-                    "service {name:?}: The service cannot be stopped while it is scaled above 0. Its desired count is {}: scale it to 0 first (`berth cluster service update {name} --desired-count 0`), or remove it with --force (its tasks are stopped)",
-                    svc.desired_count
-                );
-            }
-            let mut new = svc.clone();
-            new.status = ServiceStatus::Draining;
-            new.desired_count = 0;
-            new.updated_at_ms = now_ms();
-            cluster.update_service(&read, &new).await?
+        let removed = remove(&read.value, force, now_ms())?;
+        let already = removed.is_none();
+        let written = match &removed {
+            None => true,
+            Some(new) => cluster.update_service(&read, new).await?,
         };
         if written {
             match conn.output {
@@ -507,23 +349,6 @@ async fn rm(name: &str, force: bool, conn: &ConnArgs) -> anyhow::Result<ExitCode
     bail!("service {name:?} kept changing while being removed; try again")
 }
 
-/// A service's tasks the controller has not closed: (RUNNING, PENDING): reported RUNNING, and
-/// not yet running (not placed, or placed and not reported RUNNING or STOPPED).
-pub fn counts(view: &ClusterView, service: &str) -> (usize, usize) {
-    let (mut running, mut pending) = (0, 0);
-    for t in view.tasks.values().map(|t| &t.value) {
-        if t.service.as_deref() != Some(service) || t.is_closed() {
-            continue;
-        }
-        match view.last_status(t).as_str() {
-            "RUNNING" => running += 1,
-            berth_cluster::record::STOPPED => {}
-            _ => pending += 1,
-        }
-    }
-    (running, pending)
-}
-
 async fn ls(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
     let cluster = connect(conn).await?;
     let view = cluster.view().await?;
@@ -531,7 +356,7 @@ async fn ls(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
     let services: Vec<(&ServiceRecord, (usize, usize))> = view
         .services
         .values()
-        .map(|s| (&s.value, counts(&view, &s.value.name)))
+        .map(|s| (&s.value, view.service_counts(&s.value.name)))
         .collect();
     match conn.output {
         Output::Json => {
@@ -582,139 +407,4 @@ async fn ls(conn: &ConnArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ecs_ranges_and_defaults() {
-        assert!(check_desired(0).is_ok() && check_desired(MAX_DESIRED).is_ok());
-        let e = check_desired(5001).unwrap_err();
-        assert!(e.starts_with("--desired-count: 5001 is above 5000"), "{e}");
-        assert!(check_percents(DEFAULT_MIN_HEALTHY, DEFAULT_MAX).is_ok());
-        assert!(check_percents(0, 100).is_ok());
-        let e = check_percents(101, 200).unwrap_err();
-        assert!(
-            e.starts_with("--minimum-healthy-percent: 101 is above 100"),
-            "{e}"
-        );
-        let e = check_percents(50, 99).unwrap_err();
-        assert!(e.starts_with("--maximum-percent: 99 is below 100"), "{e}");
-        let e = check_percents(100, 100).unwrap_err();
-        assert!(
-            e.starts_with("--maximum-percent: 100 is not above --minimum-healthy-percent 100")
-                && e.contains("never make progress"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn deployment_ids_are_ecs_svc_and_19_digits() {
-        let a = new_deployment();
-        let digits = a.strip_prefix("ecs-svc/").unwrap_or_else(|| panic!("{a}"));
-        assert_eq!(digits.len(), 19, "{a}");
-        assert!(digits.bytes().all(|b| b.is_ascii_digit()), "{a}");
-        assert_ne!(a, new_deployment());
-    }
-
-    fn service() -> ServiceRecord {
-        let definition = berth_model::parse(
-            r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","memory":64}]}"#,
-        )
-        .unwrap()
-        .definition;
-        ServiceRecord {
-            name: "web".into(),
-            definition,
-            desired_count: 2,
-            placement_constraints: vec![],
-            placement_strategy: vec![],
-            minimum_healthy_percent: 100,
-            maximum_percent: 200,
-            created_at_ms: 1,
-            status: ServiceStatus::Active,
-            deployment: "ecs-svc/1".into(),
-            launched: 7,
-            updated_at_ms: 1,
-        }
-    }
-
-    #[test]
-    fn only_definition_placement_or_force_make_a_new_deployment() {
-        let old = service();
-        let count = Change {
-            desired_count: Some(5),
-            maximum_percent: Some(150),
-            ..Change::default()
-        };
-        let (new, redeploy) = count.apply(&old, 9).unwrap();
-        assert!(!redeploy);
-        assert_eq!(
-            (
-                new.deployment.as_str(),
-                new.desired_count,
-                new.maximum_percent
-            ),
-            ("ecs-svc/1", 5, 150)
-        );
-        assert_eq!((new.launched, new.updated_at_ms), (7, 9));
-
-        let mut def = old.definition.clone();
-        def.revision = 2;
-        for change in [
-            Change {
-                definition: Some(def),
-                ..Change::default()
-            },
-            Change {
-                placement_constraints: Some(vec![Constraint::DistinctInstance]),
-                ..Change::default()
-            },
-            Change {
-                placement_strategy: Some(vec![Strategy::Random]),
-                ..Change::default()
-            },
-            Change {
-                force_new_deployment: true,
-                ..Change::default()
-            },
-        ] {
-            let (new, redeploy) = change.apply(&old, 9).unwrap();
-            assert!(redeploy, "{change:?}");
-            assert_ne!(new.deployment, old.deployment);
-        }
-        // The same definition again is no change.
-        let same = Change {
-            definition: Some(old.definition.clone()),
-            ..Change::default()
-        };
-        assert!(!same.apply(&old, 9).unwrap().1);
-    }
-
-    #[test]
-    fn an_update_is_checked_as_a_whole() {
-        let old = service();
-        let e = Change::default().check().unwrap_err();
-        assert!(e.starts_with("nothing to change"), "{e}");
-        let e = Change {
-            maximum_percent: Some(100),
-            ..Change::default()
-        }
-        .apply(&old, 9)
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("never make progress"), "{e}");
-        let e = Change {
-            placement_strategy: Some(vec![Strategy::Binpack {
-                field: "disk".into(),
-            }]),
-            ..Change::default()
-        }
-        .apply(&old, 9)
-        .unwrap_err()
-        .to_string();
-        assert!(e.starts_with("placementStrategy[0].field: binpack"), "{e}");
-    }
 }

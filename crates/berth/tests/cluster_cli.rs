@@ -9,7 +9,7 @@
 
 mod common;
 
-use berth_cluster::record::{DesiredStatus, NodeRecord, Resources, StatusRecord};
+use berth_cluster::record::{DesiredStatus, HealthStatus, NodeRecord, Resources, StatusRecord};
 use berth_cluster::store::Cluster;
 use berth_testkit::etcd::EtcdCluster;
 use berth_testkit::tcp_proxy::ProxySet;
@@ -95,8 +95,9 @@ fn report(
     let record = StatusRecord {
         task: task.to_owned(),
         fence: t.fence.unwrap(),
-        last_status: status.to_owned(),
-        health_status: "UNKNOWN".to_owned(),
+        // The ECS word as the node writes it.
+        last_status: serde_json::from_value(status.into()).unwrap(),
+        health_status: HealthStatus::Unknown,
         stopped_reason: (status == "STOPPED").then(|| "stopped by the test's node".to_owned()),
         failed_to_start: false,
         updated_at_ms: 1,

@@ -11,7 +11,7 @@
 //!   ([`check_settled`]).
 
 use super::*;
-use crate::record::{NodeRecord, Resources, STOPPED, StatusRecord};
+use crate::record::{HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord};
 use berth_model::TaskDefinition;
 use proptest::prelude::{Just, ProptestConfig, any, prop, prop_assert, prop_oneof, proptest};
 use proptest::strategy::Strategy as _;
@@ -75,12 +75,12 @@ fn service(name: &str, desired: u32, min: u32, max: u32) -> ServiceRecord {
     }
 }
 
-fn status(task: &str, fence: i64, last_status: &str, health: &str) -> StatusRecord {
+fn status(task: &str, fence: i64, last_status: LastStatus, health: HealthStatus) -> StatusRecord {
     StatusRecord {
         task: task.to_owned(),
         fence,
-        last_status: last_status.to_owned(),
-        health_status: health.to_owned(),
+        last_status,
+        health_status: health,
         stopped_reason: None,
         failed_to_start: false,
         updated_at_ms: 1,
@@ -179,7 +179,7 @@ impl Views {
     }
 
     /// The task's node reports it, with the task's fence.
-    fn report(self, id: &str, last_status: &str, health: &str) -> Self {
+    fn report(self, id: &str, last_status: LastStatus, health: HealthStatus) -> Self {
         let t = &self.view.tasks[id].value;
         let fence = t.fence.expect("a placed task");
         let node = t.node.clone().expect("a placed task");
@@ -203,10 +203,14 @@ impl Views {
             .container_definitions
             .iter()
             .any(|c| c.health_check.is_some());
-        let health = if checked { "HEALTHY" } else { "UNKNOWN" };
+        let health = if checked {
+            HealthStatus::Healthy
+        } else {
+            HealthStatus::Unknown
+        };
         self.pending(svc, id, created, deployment)
             .place(id, node)
-            .report(id, "RUNNING", health)
+            .report(id, LastStatus::Running, health)
     }
 
     /// Asked to stop as [`crate::txns::stopping`] does for a placed task.
@@ -222,7 +226,7 @@ impl Views {
     fn closed(self, id: &str, at: Option<u64>) -> Self {
         self.edit(id, |t| {
             t.desired_status = DesiredStatus::Stopped;
-            t.last_status = Some(STOPPED.to_owned());
+            t.last_status = Some(LastStatus::Stopped);
             t.stop_code
                 .get_or_insert(StopCode::EssentialContainerExited);
             t.stopped_at_ms = at;
@@ -318,10 +322,10 @@ fn a_quiet_cluster_gets_no_action_at_all() {
         .running("web", "w2", 2, DEPLOYMENT, "b")
         .standalone("s1", 3)
         .place("s1", "a")
-        .report("s1", "RUNNING", "UNKNOWN")
+        .report("s1", LastStatus::Running, HealthStatus::Unknown)
         .standalone("s2", 4)
         .place("s2", "b")
-        .report("s2", "STOPPED", "UNKNOWN")
+        .report("s2", LastStatus::Stopped, HealthStatus::Unknown)
         .closed("s2", Some(NOW - 1))
         .standalone("big", 5)
         .edit("big", |t| {
@@ -338,7 +342,7 @@ fn a_task_whose_node_is_lost_is_closed_with_termination_notice() {
         .node("gone", 4)
         .standalone("s1", 1)
         .place("s1", "gone")
-        .report("s1", "RUNNING", "UNKNOWN");
+        .report("s1", LastStatus::Running, HealthStatus::Unknown);
     let mut v = v;
     v.view.nodes.remove("gone");
     v.view.statuses.retain(|(node, _), _| node != "gone");
@@ -389,14 +393,29 @@ fn a_task_its_node_reports_stopped_is_closed_with_the_nodes_reason() {
     let fence = |id: &str| v.view.tasks[id].value.fence.expect("placed");
     let exited = StatusRecord {
         stopped_reason: Some("Essential container in task exited: app exit code 3".into()),
-        ..status("s1", fence("s1"), "STOPPED", "UNKNOWN")
+        ..status(
+            "s1",
+            fence("s1"),
+            LastStatus::Stopped,
+            HealthStatus::Unknown,
+        )
     };
     let never_ran = StatusRecord {
         stopped_reason: Some("CannotPullContainerError: no such image".into()),
         failed_to_start: true,
-        ..status("s2", fence("s2"), "STOPPED", "UNKNOWN")
+        ..status(
+            "s2",
+            fence("s2"),
+            LastStatus::Stopped,
+            HealthStatus::Unknown,
+        )
     };
-    let silent = status("s3", fence("s3"), "STOPPED", "UNKNOWN");
+    let silent = status(
+        "s3",
+        fence("s3"),
+        LastStatus::Stopped,
+        HealthStatus::Unknown,
+    );
     let v = v
         .status("a", exited)
         .status("a", never_ran)
@@ -438,11 +457,19 @@ fn a_status_with_another_fence_does_not_count() {
     // A STOPPED report of an older placement of s1, and w1 placed again since its RUNNING
     // report (that report is now another placement's).
     let v = v
-        .status("a", status("s1", stale_fence, "STOPPED", "UNKNOWN"))
+        .status(
+            "a",
+            status(
+                "s1",
+                stale_fence,
+                LastStatus::Stopped,
+                HealthStatus::Unknown,
+            ),
+        )
         .edit("w1", |t| t.fence = t.fence.map(|f| f + 100));
     let w1 = &v.view.tasks["w1"].value;
     assert!(!healthy(&v.view, w1));
-    assert_eq!(v.view.last_status(w1), "PROVISIONING");
+    assert_eq!(v.view.last_status(w1), LastStatus::Provisioning);
     // Nothing is closed, and w1 (current, merely not healthy yet) is left alone.
     assert_eq!(plan_at(&v.view, NOW), Plan::default());
 }
@@ -665,7 +692,7 @@ fn a_rolling_update_replaces_old_tasks_once_new_ones_are_healthy() {
     let v = v.stopping("o1", &scaling(DEPLOYMENT));
     assert_eq!(plan_at(&v.view, NOW), Plan::default());
     // Then it is closed, and the room it leaves is filled in the same pass.
-    let v = v.report("o1", "STOPPED", "UNKNOWN");
+    let v = v.report("o1", LastStatus::Stopped, HealthStatus::Unknown);
     assert_eq!(
         plan_at(&v.view, NOW).actions,
         vec![
@@ -720,7 +747,7 @@ fn the_escape_waits_for_the_task_it_started() {
         .place("c1", "a");
     assert_eq!(plan_at(&v.view, NOW), Plan::default());
     // Once it runs, an old task may stop (4 healthy, 3 needed), and still nothing starts.
-    let v = v.report("c1", "RUNNING", "UNKNOWN");
+    let v = v.report("c1", LastStatus::Running, HealthStatus::Unknown);
     assert_eq!(
         plan_at(&v.view, NOW).actions,
         vec![stop("o1", &scaling(DEPLOYMENT))]
@@ -750,7 +777,7 @@ fn tasks_on_a_draining_node_are_replaced_then_stopped_with_draining() {
         .running("web", "w1", 1, DEPLOYMENT, "a")
         .standalone("s1", 2)
         .place("s1", "a")
-        .report("s1", "RUNNING", "UNKNOWN")
+        .report("s1", LastStatus::Running, HealthStatus::Unknown)
         .drain("a");
     assert_eq!(
         plan_at(&v.view, NOW).actions,
@@ -799,7 +826,7 @@ fn a_removed_service_stops_every_task_then_goes_away() {
     let v = v
         .closed("w2", Some(NOW))
         .stopping("w1", &scaling(DEPLOYMENT))
-        .report("w1", "STOPPED", "UNKNOWN");
+        .report("w1", LastStatus::Stopped, HealthStatus::Unknown);
     assert_eq!(
         plan_at(&v.view, NOW).actions,
         vec![
@@ -861,7 +888,7 @@ fn a_stopping_task_keeps_its_reservation_until_closed() {
         .node("a", 1)
         .standalone("s1", 1)
         .place("s1", "a")
-        .report("s1", "RUNNING", "UNKNOWN")
+        .report("s1", LastStatus::Running, HealthStatus::Unknown)
         .stopping("s1", "Task stopped by user")
         .standalone("p1", 2);
     assert_eq!(
@@ -872,7 +899,7 @@ fn a_stopping_task_keeps_its_reservation_until_closed() {
         }]
     );
     // Once its node reports it stopped, it is closed and its room is used in the same pass.
-    let v = v.report("s1", "STOPPED", "UNKNOWN");
+    let v = v.report("s1", LastStatus::Stopped, HealthStatus::Unknown);
     assert_eq!(
         plan_at(&v.view, NOW).actions,
         vec![
@@ -898,16 +925,16 @@ fn healthy_means_running_and_healthy_when_checked() {
         .running("web", "w-running", 1, DEPLOYMENT, "a")
         .pending("web", "w-unhealthy", 2, DEPLOYMENT)
         .place("w-unhealthy", "a")
-        .report("w-unhealthy", "RUNNING", "UNHEALTHY")
+        .report("w-unhealthy", LastStatus::Running, HealthStatus::Unhealthy)
         .pending("web", "w-pending", 3, DEPLOYMENT)
         .place("w-pending", "a")
-        .report("w-pending", "PENDING", "UNKNOWN")
+        .report("w-pending", LastStatus::Pending, HealthStatus::Unknown)
         .running("web", "w-stopping", 4, DEPLOYMENT, "a")
         .stopping("w-stopping", "Task stopped by user")
         .running("api", "a-healthy", 5, DEPLOYMENT, "a")
         .pending("api", "a-unknown", 6, DEPLOYMENT)
         .place("a-unknown", "a")
-        .report("a-unknown", "RUNNING", "UNKNOWN");
+        .report("a-unknown", LastStatus::Running, HealthStatus::Unknown);
     let is = |id: &str| healthy(&v.view, &v.view.tasks[id].value);
     assert!(is("w-running"));
     assert!(!is("w-unhealthy"));
@@ -935,6 +962,40 @@ fn a_service_whose_record_cannot_make_tasks_is_a_problem_not_an_action() {
     );
 }
 
+#[test]
+fn an_active_service_that_breaks_ecs_rules_is_a_problem_and_left_alone() {
+    // max not above min: a rolling update could never make progress. Its running task is
+    // kept, nothing is started, and the pending one is still placed.
+    let v = Views::default()
+        .node("a", 4)
+        .service(service("web", 3, 100, 100))
+        .running("web", "w1", 1, OLD, "a")
+        .pending("web", "w2", 2, DEPLOYMENT);
+    assert_eq!(
+        plan_at(&v.view, NOW),
+        Plan {
+            actions: vec![place("w2", "a")],
+            problems: vec![
+                "service web: --maximum-percent: 100 is not above --minimum-healthy-percent 100: a rolling update could never make progress (it could neither stop an old task nor start a new one); raise --maximum-percent (e.g. 200) or lower --minimum-healthy-percent"
+                    .into()
+            ],
+            throttled: Vec::new(),
+        }
+    );
+    // Being removed, the same record is wound down: its count is 0.
+    let v = v.view.clone();
+    let mut v = Views { view: v };
+    v.view.services.get_mut("web").unwrap().value.status = ServiceStatus::Draining;
+    let p = plan_at(&v.view, NOW);
+    assert!(p.problems.is_empty(), "{p:?}");
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| matches!(a, Action::Stop { task, .. } if task == "w1")),
+        "{p:?}"
+    );
+}
+
 /// A service task of the current deployment created at `created` and closed at `stopped` with
 /// `code`.
 fn failed(v: Views, id: &str, created: u64, stopped: u64, code: StopCode) -> Views {
@@ -942,7 +1003,7 @@ fn failed(v: Views, id: &str, created: u64, stopped: u64, code: StopCode) -> Vie
         .place(id, "a")
         .edit(id, |t| {
             t.desired_status = DesiredStatus::Stopped;
-            t.last_status = Some(STOPPED.to_owned());
+            t.last_status = Some(LastStatus::Stopped);
             t.stop_code = Some(code);
             t.stopped_at_ms = Some(stopped);
         })
@@ -1226,14 +1287,14 @@ impl Sim {
                     .filter(|t| !t.is_closed() && t.desired_status == DesiredStatus::Running)
                     .filter_map(|t| {
                         let s = self.view.status_of(t)?;
-                        (s.last_status == "RUNNING")
+                        (s.last_status == LastStatus::Running)
                             .then(|| (t.id.clone(), s.fence, t.node.clone().unwrap_or_default()))
                     })
                     .collect();
                 if !running.is_empty() {
                     let (id, fence, node) = running[i % running.len()].clone();
                     self.write();
-                    let mut report = status(&id, fence, "STOPPED", "UNKNOWN");
+                    let mut report = status(&id, fence, LastStatus::Stopped, HealthStatus::Unknown);
                     report.stopped_reason = Some("Essential container in task exited".into());
                     self.view.statuses.insert((node, id), report);
                 }
@@ -1315,7 +1376,7 @@ impl Sim {
             {
                 continue;
             }
-            let now = self.view.status_of(task).map(|s| s.last_status.as_str());
+            let now = self.view.status_of(task).map(|s| s.last_status);
             let report = match (task.desired_status, now) {
                 (DesiredStatus::Running, None) => {
                     let checked = task
@@ -1323,12 +1384,16 @@ impl Sim {
                         .container_definitions
                         .iter()
                         .any(|c| c.essential && c.health_check.is_some());
-                    let health = if checked { "HEALTHY" } else { "UNKNOWN" };
-                    status(&task.id, fence, "RUNNING", health)
+                    let health = if checked {
+                        HealthStatus::Healthy
+                    } else {
+                        HealthStatus::Unknown
+                    };
+                    status(&task.id, fence, LastStatus::Running, health)
                 }
-                (DesiredStatus::Stopped, s) if s != Some("STOPPED") => StatusRecord {
+                (DesiredStatus::Stopped, s) if s != Some(LastStatus::Stopped) => StatusRecord {
                     stopped_reason: task.reason.clone(),
-                    ..status(&task.id, fence, "STOPPED", "UNKNOWN")
+                    ..status(&task.id, fence, LastStatus::Stopped, HealthStatus::Unknown)
                 },
                 _ => continue,
             };
@@ -1394,7 +1459,7 @@ impl Sim {
                         }
                         t.desired_status = DesiredStatus::Stopped;
                         t.stop_code.get_or_insert(*code);
-                        t.last_status = Some(STOPPED.to_owned());
+                        t.last_status = Some(LastStatus::Stopped);
                         t.stopped_at_ms = Some(now);
                     });
                 }
@@ -1509,7 +1574,7 @@ fn stop_task(t: &mut TaskRecord, reason: &str, code: StopCode, now: u64) {
     t.reason = Some(reason.to_owned());
     t.stop_code = Some(code);
     if t.node.is_none() {
-        t.last_status = Some(STOPPED.to_owned());
+        t.last_status = Some(LastStatus::Stopped);
         t.stopped_at_ms = Some(now);
     }
 }

@@ -3,17 +3,17 @@
 //! the wire types; this module only answers its questions and carries out its commands.
 //!
 //! Invariants: the task table's lock is held only between statements, never across an `.await`
-//! (senders and notifiers are cloned out first). A task is stored before its actor is spawned.
+//! (senders and notifiers are cloned out first). A submitted task is accepted as a cluster's is
+//! (`Agent::accept`): stored before its actor is spawned.
 //! Limits: a command races the task's own progress; what is found when acting is what is
 //! answered (a stop that finds the actor gone reports the task as already stopped).
 
-use super::Agent;
+use super::{Accepted, Agent, Origin};
 use berth_api::control::{
     CleanupView, ControlError, ControlPlane, Degraded, ImagesView, Phase, PruneResponse, Submitted,
     TaskView,
 };
-use berth_engine::report::now_ms;
-use berth_engine::{Command, Status, TaskState};
+use berth_engine::{Command, Status};
 use berth_model::TaskDefinition;
 use std::sync::Arc;
 use tokio::sync::broadcast;
@@ -66,7 +66,7 @@ impl ControlPlane for Control {
         Ok(crate::image_gc::prune_response(&pass, dry_run))
     }
 
-    async fn submit(&self, mut definition: TaskDefinition) -> Result<Submitted, ControlError> {
+    async fn submit(&self, definition: TaskDefinition) -> Result<Submitted, ControlError> {
         let agent = &self.0;
         if let Some((node, _)) = &agent.cluster_node {
             return Err(ControlError::BadRequest {
@@ -75,29 +75,24 @@ impl ControlPlane for Control {
                 ),
             });
         }
-        // This host's log drivers, decided once: the stored definition is what Docker is given,
-        // so a restarted agent with another policy keeps what the task started with.
-        let warnings = berth_model::logging::apply(&mut definition, &agent.log_policy)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let state = TaskState::new(berth_engine::new_task_id(), definition, now_ms());
         // Stored (with every container's Docker name) before anything is created. A store that
         // cannot be written refuses the task with 503 and the reason: nothing was accepted, the
         // client may submit again once the agent is healthy.
-        if let Err(e) = agent.store.save_state_grouped(&state).await {
-            tracing::warn!(error = %e, "submit refused: the task state cannot be saved");
-            return Err(ControlError::Degraded {
-                reason: agent.degraded().map_or_else(
-                    || format!("the task state cannot be saved: {e}"),
-                    |d| d.reason,
-                ),
-            });
+        match agent
+            .accept(definition, berth_engine::new_task_id(), Origin::Local)
+            .await
+        {
+            Ok(Accepted { id, warnings }) => Ok(Submitted { task: id, warnings }),
+            Err(e) => {
+                tracing::warn!(error = %e, "submit refused: the task state cannot be saved");
+                Err(ControlError::Degraded {
+                    reason: agent.degraded().map_or_else(
+                        || format!("the task state cannot be saved: {e}"),
+                        |d| d.reason,
+                    ),
+                })
+            }
         }
-        let id = state.id.clone();
-        agent.metrics.task_submitted();
-        agent.spawn(state, super::Start::New);
-        Ok(Submitted { task: id, warnings })
     }
 
     async fn list(&self) -> Result<Vec<TaskView>, ControlError> {

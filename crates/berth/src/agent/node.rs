@@ -1,9 +1,9 @@
 //! The agent as a cluster node (`berth agent --etcd ENDPOINTS --node NAME`): its options, and its
 //! side of berth-cluster's node loop ([`berth_cluster::node::Local`]) over the agent's task
 //! table, actors and state store. The node loop (registration, lease, assignment watch, status
-//! reports) is berth-cluster's; this module only runs, stops and reports tasks the way the
-//! control API's submit and stop do, and keeps the node's memory in the state store
-//! (`berth_store::cluster`).
+//! reports) is berth-cluster's; this module only runs tasks (through the agent's one
+//! `Agent::accept`, as the control API's submit does, stored with their fence and revision), stops
+//! and reports them, and keeps the node's memory in the state store (`berth_store::cluster`).
 //!
 //! A cluster task keeps its cluster id as its local id; its containers get the Docker labels
 //! `berth.node=<node>` and, for a service's task, `berth.service=<service>` (the task's
@@ -11,12 +11,12 @@
 //! ECS adds its `com.amazonaws.ecs.*` labels). Submits through the control API are refused on a
 //! node: placement only counts what the cluster placed.
 
-use super::{Agent, Start};
+use super::{Agent, Origin};
 use anyhow::{anyhow, bail};
-use berth_cluster::node::{Local, LocalStatus, Memory, NodeConfig};
-use berth_cluster::record::{Resources, TaskRecord as ClusterTask};
-use berth_engine::report::now_ms;
-use berth_engine::{Command, Status, StopKind, TaskState};
+use berth_cluster::node::{self, Local, LocalStatus, Memory, NodeConfig};
+use berth_cluster::record::{HealthStatus, LastStatus, Resources, TaskRecord as ClusterTask};
+use berth_engine::{Command, Status};
+use berth_store::StoreError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,52 +70,12 @@ pub struct NodeArgs {
     pub node_stop_wait: Duration,
 }
 
-/// ECS's attribute name rule: 1–128 letters, digits, `-`, `_`, `/`, `\`, `.`.
-fn check_attribute(key: &str, value: &str) -> Result<(), String> {
-    if key.is_empty()
-        || key.len() > 128
-        || !key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '\\' | '.'))
-    {
-        return Err(format!(
-            "{key:?} is not an attribute name: 1 to 128 letters, digits, '-', '_', '/', '\\' or '.'"
-        ));
-    }
-    if key.starts_with("ecs.") {
-        return Err(format!(
-            "{key:?}: the ecs. prefix is kept for the attributes berth sets itself"
-        ));
-    }
-    if value.is_empty()
-        || value.len() > 128
-        || value.starts_with(' ')
-        || value.ends_with(' ')
-        || !value.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '/' | '\\' | ':' | ' ')
-        })
-    {
-        return Err(format!(
-            "{value:?} is not an attribute value: 1 to 128 letters, digits, '-', '_', '.', '@', '/', '\\', ':' or inner spaces"
-        ));
-    }
-    Ok(())
-}
-
 /// The host's total memory in MiB, from /proc/meminfo.
 fn host_memory_mib() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024)
-}
-
-/// ECS's `ecs.cpu-architecture` value for this build.
-fn cpu_architecture() -> &'static str {
-    match std::env::consts::ARCH {
-        "aarch64" => "arm64",
-        other => other,
-    }
 }
 
 impl NodeArgs {
@@ -141,24 +101,20 @@ impl NodeArgs {
             let (k, v) = text.split_once('=').ok_or_else(|| {
                 anyhow!("--node-attribute: {text:?} is not KEY=VALUE, e.g. zone=eu-1a")
             })?;
-            check_attribute(k, v).map_err(|e| anyhow!("--node-attribute: {e}"))?;
+            berth_cluster::keys::check_attribute(k, v)
+                .map_err(|e| anyhow!("--node-attribute: {e}"))?;
             attributes.insert(k.to_owned(), v.to_owned());
         }
-        attributes.insert("ecs.os-type".into(), "linux".into());
-        attributes.insert("ecs.os-family".into(), "LINUX".into());
-        attributes.insert("ecs.cpu-architecture".into(), cpu_architecture().into());
-        attributes.insert(
-            "ecs.availability-zone".into(),
-            identity.availability_zone.clone(),
-        );
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let cpu = self.node_cpu.unwrap_or(cores as u64 * 1024);
+        attributes.extend(node::builtin_attributes(&identity.availability_zone));
         let memory_mib = match self.node_memory {
             Some(m) => m,
             None => host_memory_mib().ok_or_else(|| {
                 anyhow!("cannot read the host's memory from /proc/meminfo; give --node-memory MIB")
             })?,
         };
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let host = Resources::host(u64::try_from(cores).unwrap_or(u64::MAX), memory_mib);
+        let cpu = self.node_cpu.unwrap_or(host.cpu);
         Ok(Some((
             endpoints,
             NodeConfig {
@@ -173,27 +129,12 @@ impl NodeArgs {
     }
 }
 
-/// A task's status for its cluster status record, from the engine's state.
-pub fn local_status(state: &TaskState) -> LocalStatus {
-    let stopped = state.known() == Status::Stopped;
-    LocalStatus {
-        last_status: state.ecs_last_status().to_owned(),
-        health_status: state.health_status().as_str().to_owned(),
-        stopped_reason: stopped.then(|| state.stopped_reason.clone()).flatten(),
-        failed_to_start: state.stop_kind == Some(StopKind::Failed),
-    }
-}
-
 /// The agent as a node's local side.
 pub struct Node {
     pub(super) agent: Arc<Agent>,
     pub(super) name: String,
     /// Bumped whenever a cluster task's snapshot changes (the status reporter waits on it).
     pub(super) changes: watch::Sender<u64>,
-}
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 impl Node {
@@ -211,8 +152,10 @@ impl Node {
 }
 
 impl Local for Node {
-    async fn memory(&self) -> Result<Memory, String> {
-        let m = self.agent.store.cluster_memory().map_err(err)?;
+    type Error = berth_store::StoreError;
+
+    async fn memory(&self) -> Result<Memory, StoreError> {
+        let m = self.agent.store.cluster_memory()?;
         Ok(Memory {
             lease: m.lease,
             revision: m.revision,
@@ -226,36 +169,26 @@ impl Local for Node {
         fence: i64,
         revision: i64,
         stop: Option<String>,
-    ) -> Result<(), String> {
-        let mut definition = task.definition;
-        // This host's log drivers, as a submit applies them (the warnings go to the log).
-        for w in berth_model::logging::apply(&mut definition, &self.agent.log_policy) {
-            tracing::warn!(task = %task.id, "{w}");
-        }
-        let mut state = TaskState::new(task.id.clone(), definition, now_ms());
-        state
-            .extra_labels
-            .insert(LABEL_NODE.to_owned(), self.name.clone());
+    ) -> Result<(), StoreError> {
+        let definition = task.definition;
+        // The node's labels on every container (as ECS adds its own), as the task's extra labels.
+        let mut labels = BTreeMap::from([(LABEL_NODE.to_owned(), self.name.clone())]);
         if let Some(service) = &task.service {
-            state
-                .extra_labels
-                .insert(LABEL_SERVICE.to_owned(), service.clone());
+            labels.insert(LABEL_SERVICE.to_owned(), service.clone());
         }
-        if let Some(reason) = &stop {
-            // Asked to stop before it ran: its containers are marked STOPPED with no Docker call.
-            state.request_stop(reason, StopKind::Requested);
-        }
-        let rec = berth_store::TaskRecord {
-            state: state.clone(),
-            cleanup: Default::default(),
+        // Accepted as a submit is (this host's log drivers applied, the warnings to the log),
+        // stored with its fence and the revision in one transaction.
+        let origin = Origin::Cluster {
+            fence,
+            revision,
+            stop,
+            labels,
         };
-        self.agent
-            .store
-            .accept_cluster_task(&rec, fence, revision)
-            .map_err(err)?;
-        tracing::info!(task = %task.id, fence, "accepted an assignment");
-        self.agent.metrics.task_submitted();
-        self.agent.spawn(state, Start::New);
+        let accepted = self.agent.accept(definition, task.id, origin).await?;
+        for w in &accepted.warnings {
+            tracing::warn!(task = %accepted.id, "{w}");
+        }
+        tracing::info!(task = %accepted.id, fence, "accepted an assignment");
         Ok(())
     }
 
@@ -263,7 +196,7 @@ impl Local for Node {
         self.ask_stop(id, reason).await;
     }
 
-    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), String> {
+    async fn release(&self, id: &str, revision: i64, reason: &str) -> Result<(), StoreError> {
         let running = self
             .agent
             .snapshot(id)
@@ -272,24 +205,18 @@ impl Local for Node {
             tracing::warn!(task = %id, "its assignment is gone: stopping it");
             self.ask_stop(id, reason).await;
         }
-        self.agent
-            .store
-            .release_cluster_task(id, revision)
-            .map_err(err)?;
+        self.agent.store.release_cluster_task(id, revision)?;
         // The accepted set changed: the reporter removes its status.
         self.changes.send_modify(|n| *n += 1);
         Ok(())
     }
 
-    async fn seen(&self, revision: i64) -> Result<(), String> {
-        self.agent
-            .store
-            .save_cluster_revision(revision)
-            .map_err(err)
+    async fn seen(&self, revision: i64) -> Result<(), StoreError> {
+        self.agent.store.save_cluster_revision(revision)
     }
 
-    async fn save_lease(&self, lease: i64) -> Result<(), String> {
-        self.agent.store.save_cluster_lease(lease).map_err(err)
+    async fn save_lease(&self, lease: i64) -> Result<(), StoreError> {
+        self.agent.store.save_cluster_lease(lease)
     }
 
     async fn settled(&self, ids: &[String]) {
@@ -313,12 +240,12 @@ impl Local for Node {
             .into_iter()
             .map(|(id, fence)| {
                 let status = match self.agent.snapshot(&id) {
-                    Some(s) => local_status(&s),
+                    Some(s) => LocalStatus::of(&s),
                     // Cleaned up here before the cluster closed it (the controller was away for
                     // the whole cleanup wait): it stopped, and its reason is gone with it.
                     None => LocalStatus {
-                        last_status: "STOPPED".into(),
-                        health_status: "UNKNOWN".into(),
+                        last_status: LastStatus::Stopped,
+                        health_status: HealthStatus::Unknown,
                         stopped_reason: Some(
                             "Task stopped; its record was cleaned up on the node".into(),
                         ),
