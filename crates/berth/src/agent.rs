@@ -21,6 +21,7 @@
 
 mod control;
 pub(crate) mod introspection;
+#[cfg(feature = "cluster")]
 pub(crate) mod node;
 
 use crate::cmd_run::PullArgs;
@@ -45,8 +46,17 @@ use tokio_util::task::TaskTracker;
 pub const DEFAULT_API_SOCKET: &str = "/run/berth/berth.sock";
 
 #[derive(clap::Args, Debug)]
-#[command(
-    after_help = "Examples:\n  berth agent\n  berth agent --data-dir /var/lib/berth --cleanup-wait 10m\n  berth agent --etcd http://10.0.0.1:2379,http://10.0.0.2:2379 --node host-1 --node-attribute zone=a\n\nThen: berth submit task.json; berth ps; berth stop TASK; berth rm TASK (as a cluster node: berth cluster submit|service …).\n\nConfiguration: every option can be set in the TOML file (keys are the long option names,\ne.g. cleanup-wait = \"10m\"); environment variables override the file, and flags override both."
+#[cfg_attr(
+    feature = "cluster",
+    command(
+        after_help = "Examples:\n  berth agent\n  berth agent --data-dir /var/lib/berth --cleanup-wait 10m\n  berth agent --etcd http://10.0.0.1:2379,http://10.0.0.2:2379 --node host-1 --node-attribute zone=a\n\nThen: berth submit task.json; berth ps; berth stop TASK; berth rm TASK (as a cluster node: berth cluster submit|service …).\n\nConfiguration: every option can be set in the TOML file (keys are the long option names,\ne.g. cleanup-wait = \"10m\"); environment variables override the file, and flags override both."
+    )
+)]
+#[cfg_attr(
+    not(feature = "cluster"),
+    command(
+        after_help = "Examples:\n  berth agent\n  berth agent --data-dir /var/lib/berth --cleanup-wait 10m\n\nThen: berth submit task.json; berth ps; berth stop TASK; berth rm TASK.\n\nConfiguration: every option can be set in the TOML file (keys are the long option names,\ne.g. cleanup-wait = \"10m\"); environment variables override the file, and flags override both.\n(This berth was built without the `cluster` feature: no --etcd/--node.)"
+    )
 )]
 pub struct Args {
     /// The configuration file read (the global `--config`, see `crate::config`), for the log.
@@ -164,6 +174,7 @@ pub struct Args {
     #[command(flatten)]
     pub image_gc: crate::image_gc::ImageGcArgs,
 
+    #[cfg(feature = "cluster")]
     #[command(flatten)]
     pub node: node::NodeArgs,
 }
@@ -264,6 +275,7 @@ pub(crate) enum Origin {
     /// already asked to stop with that reason (its containers are marked STOPPED with no Docker
     /// call: nothing runs); `labels` go on every container (the task's extra labels: the node
     /// and service).
+    #[cfg(feature = "cluster")]
     Cluster {
         fence: i64,
         revision: i64,
@@ -294,9 +306,11 @@ impl Agent {
             .iter()
             .map(ToString::to_string)
             .collect();
+        #[cfg_attr(not(feature = "cluster"), allow(unused_mut))] // a cluster origin changes it
         let mut state = TaskState::new(id, definition, now_ms());
         match origin {
             Origin::Local => self.store.save_state_grouped(&state).await?,
+            #[cfg(feature = "cluster")]
             Origin::Cluster {
                 fence,
                 revision,
@@ -675,10 +689,19 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
     let identity = args.identity.identity(&data_dir)?;
+    #[cfg(feature = "cluster")]
     let node_config = args.node.config(&identity)?;
+    #[cfg(feature = "cluster")]
     if let Some((_, config)) = &node_config {
         store.claim_cluster_node(&config.name).context("--node")?;
     }
+    #[cfg(feature = "cluster")]
+    let cluster_node = node_config
+        .as_ref()
+        .map(|(_, c)| (c.name.clone(), watch::channel(0).0));
+    // Built without the cluster: never a node.
+    #[cfg(not(feature = "cluster"))]
+    let cluster_node = None;
     // The error names the address tried and what to check.
     let docker = berth_docker::connect(args.docker_host.as_deref()).await?;
     let engine_metrics = Arc::new(berth_engine::EngineMetrics::default());
@@ -740,9 +763,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         image_gc,
         tracker: TaskTracker::new(),
         shutdown: CancellationToken::new(),
-        cluster_node: node_config
-            .as_ref()
-            .map(|(_, c)| (c.name.clone(), watch::channel(0).0)),
+        cluster_node,
     });
     // The registries with engine auth data, never their logins.
     let engine_auth_registries = agent.registry_auth.engine_registries();
@@ -813,6 +834,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => tracing::warn!(error = %e, "cannot list berth's containers"),
     }
+    #[cfg(feature = "cluster")]
     if let (Some((endpoints, config)), Some((name, changes))) =
         (node_config, agent.cluster_node.clone())
     {

@@ -1260,7 +1260,8 @@ mod tests {
             })
             .collect();
         use Kind::*;
-        let want: Vec<(&str, Kind, Vec<&str>)> = vec![
+        #[allow(unused_mut)] // extended with the cluster keys when built with them
+        let mut want: Vec<(&str, Kind, Vec<&str>)> = vec![
             ("data-dir", Value, vec!["BERTH_DATA_DIR"]),
             ("api-socket", Value, vec!["BERTH_API_SOCKET"]),
             ("docker-host", Value, vec!["DOCKER_HOST"]),
@@ -1408,6 +1409,9 @@ mod tests {
             ("image-gc-high-threshold", Value, vec![]),
             ("image-gc-low-threshold", Value, vec![]),
             ("image-gc-check-interval", Value, vec![]),
+        ];
+        #[cfg(feature = "cluster")]
+        want.extend([
             ("etcd", Value, vec!["BERTH_ETCD"]),
             ("node", Value, vec!["BERTH_NODE"]),
             ("node-lease-ttl", Value, vec![]),
@@ -1415,7 +1419,7 @@ mod tests {
             ("node-memory", Value, vec![]),
             ("node-attributes", Map, vec![]),
             ("node-stop-wait", Value, vec![]),
-        ];
+        ]);
         assert_eq!(got, want);
         let secret: Vec<&str> = defs
             .iter()
@@ -1493,6 +1497,17 @@ mod tests {
         let mut logs = agent_flag.clone();
         logs.insert(("docker-host".into(), "docker-host".into()));
         assert_eq!(taken(&["logs"]), logs);
+        #[cfg(feature = "cluster")]
+        cluster_commands_take_etcd(&root, taken, same);
+    }
+
+    /// `berth controller` and every `berth cluster …` command take the file's `etcd` alone.
+    #[cfg(feature = "cluster")]
+    fn cluster_commands_take_etcd(
+        root: &Command,
+        taken: impl Fn(&[&str]) -> BTreeSet<(String, String)>,
+        same: impl Fn(&[&str]) -> BTreeSet<(String, String)>,
+    ) {
         assert_eq!(taken(&["controller"]), same(&["etcd"]));
         let cluster = root.find_subcommand("cluster").expect("cluster");
         assert!(taken(&["cluster"]).is_empty());
@@ -1582,6 +1597,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "cluster")]
     #[test]
     fn cluster_commands_and_the_controller_take_the_files_etcd() {
         let file = "etcd = \"http://file:2379\"\ncleanup-wait = \"1m\"\n";
@@ -1709,7 +1725,7 @@ mod tests {
     #[test]
     fn print_config_names_the_layer_that_set_each_value() {
         let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-        let file = "cleanup-wait = \"10m\"\npull-attempts = 3\nregion = \"eu-west-1\"\ncontainer-metadata = true\nnode-attributes = { zone = \"a\" }\n";
+        let file = "cleanup-wait = \"10m\"\npull-attempts = 3\nregion = \"eu-west-1\"\ncontainer-metadata = true\ncontainer-instance-tags = { zone = \"a\" }\n";
         // SAFETY: as in a_flag_beats_the_environment.
         unsafe {
             std::env::set_var("BERTH_REGION", "us-east-2");
@@ -1738,7 +1754,7 @@ mod tests {
             "region = \"us-east-2\"  # environment BERTH_REGION\n",
             "pull-behavior = \"once\"  # environment ECS_IMAGE_PULL_BEHAVIOR\n",
             "container-metadata = false  # flag --container-metadata\n",
-            "node-attributes = { zone = \"a\" }  # file /x/b.toml\n",
+            "container-instance-tags = { zone = \"a\" }  # file /x/b.toml\n",
             "pull-timeout = \"2h\"  # default\n",
             "data-dir = \"",
         ] {

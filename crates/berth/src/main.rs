@@ -3,8 +3,11 @@
 
 mod agent;
 mod client;
+#[cfg(feature = "cluster")]
 mod cmd_cluster;
+#[cfg(feature = "cluster")]
 mod cmd_cluster_service;
+#[cfg(feature = "cluster")]
 mod cmd_controller;
 mod cmd_gc;
 mod cmd_run;
@@ -72,9 +75,11 @@ enum Command {
     VolumePlugin(cmd_volume_plugin::Args),
     /// The client of a berth cluster on etcd: submit, ps, stop, nodes, drain, service
     /// (docs/cluster.md).
+    #[cfg(feature = "cluster")]
     Cluster(cmd_cluster::Args),
     /// Run the cluster: place pending tasks, keep services at their count, close what is over
     /// (lost nodes' tasks too); several may run, one leads (etcd election), the others wait.
+    #[cfg(feature = "cluster")]
     Controller(cmd_controller::Args),
     #[command(flatten)]
     Client(client::ClientCommand),
@@ -146,7 +151,9 @@ fn main() -> ExitCode {
     match &cli.command {
         // The agent logs what it does (info); one-shot commands only warn.
         Command::Agent(a) => init_logging(a.log_format == agent::LogFormat::Json, "info"),
-        Command::VolumePlugin(_) | Command::Controller(_) => init_logging(false, "info"),
+        Command::VolumePlugin(_) => init_logging(false, "info"),
+        #[cfg(feature = "cluster")]
+        Command::Controller(_) => init_logging(false, "info"),
         _ => init_logging(false, "warn"),
     }
     let result = if cli.command.prints_config() {
@@ -177,7 +184,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ..args
         }),
         Command::Client(cmd) => client::run(cmd),
+        #[cfg(feature = "cluster")]
         Command::Cluster(args) => cmd_cluster::run(args),
+        #[cfg(feature = "cluster")]
         Command::Controller(args) => cmd_controller::run(args),
         Command::VolumePlugin(args) => cmd_volume_plugin::run(args),
         Command::Completions { shell } => {
