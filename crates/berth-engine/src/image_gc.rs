@@ -395,7 +395,7 @@ pub async fn remove<R: Runtime>(
             match rt.remove_image(name).await {
                 Ok(d) => deleted |= d,
                 // Gone already (another client removed it): nothing left to do for this name.
-                Err(RuntimeError::NotFound(_)) => {}
+                Err(RuntimeError::NotFound { .. }) => {}
                 Err(e) => {
                     outcome.error = Some(e.to_string());
                     break;

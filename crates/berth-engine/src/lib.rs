@@ -44,7 +44,7 @@ pub use identity::Identity;
 pub use pull::{PullBehavior, PullRecord};
 pub use retry::RetryPolicy;
 pub use runtime::{
-    ContainerDetails, ContainerInfo, NetworkInfo, Runtime, RuntimeError, RuntimeEvent,
+    ContainerDetails, ContainerInfo, NetworkInfo, Object, Runtime, RuntimeError, RuntimeEvent,
 };
 pub use state::{
     ContainerState, Health, Millis, PendingExit, Status, StopKind, TaskState, new_task_id,
