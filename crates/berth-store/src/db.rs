@@ -25,8 +25,8 @@
 
 use crate::{ImageRecord, PULLED_IMAGES_FILE, StoreError};
 use berth_engine::image_ref::normalize;
-use berth_engine::image_use::{ImageRecords, MAX_TASKS, TrackedImage};
-use berth_engine::{Millis, PullRecord, TaskState};
+use berth_engine::image_use::{ImageRecordError, ImageRecords, MAX_TASKS, TrackedImage};
+use berth_engine::{Millis, PersistError, PullRecord, PullRecordError, TaskState};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -585,9 +585,10 @@ impl berth_engine::Persist for Store {
     fn save(
         &self,
         state: &TaskState,
-    ) -> futures_util::future::BoxFuture<'static, Result<(), String>> {
+    ) -> futures_util::future::BoxFuture<'static, Result<(), PersistError>> {
         let saved = self.save_state_grouped(state);
-        Box::pin(async move { saved.await.map_err(|e| e.to_string()) })
+        let task = state.id.clone();
+        Box::pin(async move { saved.await.map_err(|e| PersistError::save(&task, e)) })
     }
 }
 
@@ -597,34 +598,46 @@ impl PullRecord for Store {
             .is_ok_and(|t| t.is_some_and(|t| t.last_pulled.is_some()))
     }
 
-    fn record_pull(&self, image: &str) -> Result<(), String> {
+    fn record_pull(&self, image: &str) -> Result<(), PullRecordError> {
         self.record_image(image, berth_engine::report::now_ms())
-            .map_err(|e| e.to_string())
+            .map_err(|e| PullRecordError::record(image, e))
     }
 }
 
 impl ImageRecords for Store {
-    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), String> {
+    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), ImageRecordError> {
         self.update_image(image, at, |t| t.note_use(task, at))
-            .map_err(|e| e.to_string())
+            .map_err(|e| ImageRecordError::Use {
+                image: image.to_string(),
+                task: task.to_string(),
+                source: e.into(),
+            })
     }
 
-    fn tracked(&self) -> Result<Vec<TrackedImage>, String> {
+    fn tracked(&self) -> Result<Vec<TrackedImage>, ImageRecordError> {
         self.tracked_images()
             .map(|m| m.iter().map(|(k, r)| r.to_image(k)).collect())
-            .map_err(|e| e.to_string())
+            .map_err(|e| ImageRecordError::Read { source: e.into() })
     }
 
-    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), String> {
+    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), ImageRecordError> {
         self.update_image(reference, berth_engine::report::now_ms(), |t| {
             t.image_id = Some(image_id.to_string());
             t.size = Some(size);
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| ImageRecordError::Identify {
+            image: reference.to_string(),
+            image_id: image_id.to_string(),
+            source: e.into(),
+        })
     }
 
-    fn forget(&self, reference: &str) -> Result<(), String> {
-        self.forget_image(reference).map_err(|e| e.to_string())
+    fn forget(&self, reference: &str) -> Result<(), ImageRecordError> {
+        self.forget_image(reference)
+            .map_err(|e| ImageRecordError::Forget {
+                image: reference.to_string(),
+                source: e.into(),
+            })
     }
 }
 
