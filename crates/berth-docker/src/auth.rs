@@ -130,16 +130,34 @@ impl Login {
     }
 }
 
+/// What is wrong with one login entry of the ECS or Docker files (the entry's key and file are
+/// named by the error that holds it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginProblem {
+    #[error("its \"auth\" is not base64")]
+    AuthNotBase64,
+    #[error("its \"auth\" is not UTF-8 text")]
+    AuthNotUtf8,
+    #[error("its \"auth\" does not decode to user:password")]
+    AuthNotUserPassword,
+    #[error("it has a \"username\" but no \"password\" or \"auth\"")]
+    NoPassword,
+    /// `dockercfg` logins are `auth` fields.
+    #[error("it has no \"auth\"")]
+    NoAuth,
+    #[error("it holds no user name or token")]
+    Empty,
+}
+
 /// `user:password`, base64 encoded (the `auth` field of Docker's files).
-fn decode_basic(encoded: &str) -> Result<(String, String), String> {
+fn decode_basic(encoded: &str) -> Result<(String, String), LoginProblem> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
-        .map_err(|_| "its \"auth\" is not base64".to_string())?;
-    let text =
-        String::from_utf8(bytes).map_err(|_| "its \"auth\" is not UTF-8 text".to_string())?;
+        .map_err(|_| LoginProblem::AuthNotBase64)?;
+    let text = String::from_utf8(bytes).map_err(|_| LoginProblem::AuthNotUtf8)?;
     match text.split_once(':') {
         Some((user, password)) => Ok((user.to_string(), password.to_string())),
-        None => Err("its \"auth\" does not decode to user:password".to_string()),
+        None => Err(LoginProblem::AuthNotUserPassword),
     }
 }
 
@@ -156,12 +174,12 @@ struct Entry {
 
 impl Entry {
     /// The login, `None` for an entry without one (`docker login` with a `credsStore` leaves `{}`).
-    fn login(self) -> Result<Option<Login>, String> {
+    fn login(self) -> Result<Option<Login>, LoginProblem> {
         let (username, password) = match (self.username, self.password, self.auth) {
             (Some(u), Some(p), _) if !u.is_empty() => (u, p),
             (_, _, Some(a)) if !a.is_empty() => decode_basic(&a)?,
             (Some(u), None, None) if !u.is_empty() && self.identity_token.is_none() => {
-                return Err("it has a \"username\" but no \"password\" or \"auth\"".into());
+                return Err(LoginProblem::NoPassword);
             }
             _ => (String::new(), String::new()),
         };
@@ -198,7 +216,7 @@ pub enum EngineAuthError {
     BadEntry {
         kind: &'static str,
         key: String,
-        problem: String,
+        problem: LoginProblem,
     },
 }
 
@@ -251,19 +269,19 @@ impl EngineAuth {
             })?;
         let mut logins = BTreeMap::new();
         for (key, entry) in entries {
-            let bad = |problem: String| EngineAuthError::BadEntry {
+            let bad = |problem: LoginProblem| EngineAuthError::BadEntry {
                 kind,
                 key: key.clone(),
                 problem,
             };
             if kind == "dockercfg" && entry.auth.as_deref().is_none_or(str::is_empty) {
-                return Err(bad("it has no \"auth\"".into()));
+                return Err(bad(LoginProblem::NoAuth));
             }
             match entry.login().map_err(&bad)? {
                 Some(login) => {
                     logins.insert(key, login);
                 }
-                None => return Err(bad("it holds no user name or token".into())),
+                None => return Err(bad(LoginProblem::Empty)),
             }
         }
         Ok(EngineAuth {
@@ -574,9 +592,9 @@ impl AuthChain {
             };
             let value = lookup(parameter)
                 .await
-                .map_err(|message| AuthError::Secret {
+                .map_err(|source| AuthError::Secret {
                     parameter: parameter.to_string(),
-                    message,
+                    source,
                 })?;
             let server = server_address(&registry_host(image));
             return login_from_secret(parameter, &value, &server).map(Some);
@@ -907,7 +925,9 @@ mod tests {
             async move {
                 match reference.as_str() {
                     "arn:reg" => Ok(r#"{"username": "secret-user", "password": "s"}"#.to_string()),
-                    other => Err(format!("no secret {other:?} in /etc/berth/secrets")),
+                    other => Err(berth_engine::secrets::SecretError::Unreadable(format!(
+                        "no secret {other:?} in /etc/berth/secrets"
+                    ))),
                 }
             }
             .boxed()

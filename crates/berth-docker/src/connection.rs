@@ -13,7 +13,7 @@
 //! slow) from a dead one (no answer, or the connection fails); [`overran`] is the one place that
 //! words both.
 
-use berth_engine::runtime::RuntimeError;
+use berth_engine::runtime::{Object, RuntimeError};
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
 use std::future::Future;
@@ -114,18 +114,18 @@ pub async fn connect(host: Option<&str>) -> Result<Docker, RuntimeError> {
     Ok(docker)
 }
 
-/// Run a Docker call under its limit, translating its error; one that overruns is judged by
-/// [`overran`] (`call` names it: `volume inspect NAME`).
+/// Run a Docker call under its limit, translating its error (a 404 or 409 names `object`); one
+/// that overruns is judged by [`overran`] (`call` names it: `volume inspect NAME`).
 pub(crate) async fn timed<T>(
     docker: &Docker,
     engine: &str,
     timeouts: &Timeouts,
-    call: &str,
+    (call, object): (&str, Option<&Object>),
     limit: Duration,
     fut: impl Future<Output = Result<T, BollardError>>,
 ) -> Result<T, RuntimeError> {
     match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r.map_err(translate),
+        Ok(r) => r.map_err(|e| translate(e, object)),
         Err(_) => Err(overran(docker, engine, timeouts.ping, call, limit).await),
     }
 }

@@ -1,5 +1,6 @@
 //! Translating bollard's errors into the engine's [`RuntimeError`] kinds, keeping Docker's
-//! message: 404 → not found, 409 → conflict, other HTTP errors → other, transport errors (I/O,
+//! message: 404 → not found and 409 → conflict, each naming the call's object (a call about no
+//! object, such as a list, has neither: its 404 or 409 is other), other HTTP errors → other, transport errors (I/O,
 //! HTTP, a missing socket) → unavailable, bollard's request timeout → timeout. Pull failures are
 //! classified apart ([`pull_error`]): a missing repository, tag or manifest, an authentication
 //! refusal or a malformed reference is permanent; anything else (a refused connection, a registry
@@ -9,7 +10,7 @@
 //! Call-specific answers that mean success (304 on stop, 404 on remove, 409 "already in progress")
 //! are decided by the calls themselves in [`crate::runtime`].
 
-use berth_engine::runtime::RuntimeError;
+use berth_engine::runtime::{Object, RuntimeError};
 use bollard::errors::Error as BollardError;
 
 /// Classify a pull error: a missing repository or tag, or an authentication refusal, cannot be
@@ -54,17 +55,31 @@ pub(crate) fn is_auth_refusal(message: &str) -> bool {
         || lower.contains("denied:")
 }
 
-/// Translate a bollard error into a runtime error kind, keeping Docker's message.
-pub(crate) fn translate(e: BollardError) -> RuntimeError {
+/// Translate a bollard error into a runtime error kind, keeping Docker's message; a 404 or 409
+/// names `object`, the call's object.
+pub(crate) fn translate(e: BollardError, object: Option<&Object>) -> RuntimeError {
+    match (e, object) {
+        (
+            BollardError::DockerResponseServerError {
+                status_code: 404,
+                message,
+            },
+            Some(object),
+        ) => RuntimeError::not_found(object.clone(), message),
+        (
+            BollardError::DockerResponseServerError {
+                status_code: 409,
+                message,
+            },
+            Some(object),
+        ) => RuntimeError::conflict(object.clone(), message),
+        (e, _) => translate_other(e),
+    }
+}
+
+/// A bollard error that names no object of the engine's.
+fn translate_other(e: BollardError) -> RuntimeError {
     match e {
-        BollardError::DockerResponseServerError {
-            status_code: 404,
-            message,
-        } => RuntimeError::NotFound(message),
-        BollardError::DockerResponseServerError {
-            status_code: 409,
-            message,
-        } => RuntimeError::Conflict(message),
         BollardError::DockerResponseServerError { message, .. } => RuntimeError::Other(message),
         BollardError::RequestTimeoutError => {
             RuntimeError::Timeout("docker request timed out".into())
@@ -74,6 +89,20 @@ pub(crate) fn translate(e: BollardError) -> RuntimeError {
         | BollardError::HyperLegacyError { .. }
         | BollardError::SocketNotFoundError(_)) => RuntimeError::Unavailable(describe(&e)),
         other => RuntimeError::Other(other.to_string()),
+    }
+}
+
+/// What a create's 404 is about, from Docker's words: the network the spec joins (`network …
+/// not found`), a container it names (`No such container: …`, e.g. `container:<id>` networking),
+/// else the spec's image (`No such image: …`, the usual one).
+pub(crate) fn create_missing(image: &str, network: &str, message: &str) -> Object {
+    let lower = message.to_lowercase();
+    if let Some(rest) = message.strip_prefix("No such container: ") {
+        Object::Container(rest.trim().to_string())
+    } else if lower.starts_with("network ") && lower.contains("not found") {
+        Object::Network(network.to_string())
+    } else {
+        Object::Image(image.to_string())
     }
 }
 
@@ -115,6 +144,47 @@ pub(crate) fn describe(e: &BollardError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_404_and_a_409_name_the_object_and_without_one_are_other() {
+        let server = |status_code: u16| BollardError::DockerResponseServerError {
+            status_code,
+            message: "No such container: c1".into(),
+        };
+        let c1 = Object::Container("c1".into());
+        assert_eq!(
+            translate(server(404), Some(&c1)),
+            RuntimeError::not_found(c1.clone(), "No such container: c1")
+        );
+        assert_eq!(
+            translate(server(409), Some(&c1)),
+            RuntimeError::conflict(c1, "No such container: c1")
+        );
+        assert_eq!(
+            translate(server(404), None),
+            RuntimeError::Other("No such container: c1".into())
+        );
+        assert_eq!(
+            translate(server(500), None),
+            RuntimeError::Other("No such container: c1".into())
+        );
+    }
+
+    #[test]
+    fn a_create_404_names_the_missing_image_network_or_container() {
+        assert_eq!(
+            create_missing("app:1", "bridge", "No such image: app:1"),
+            Object::Image("app:1".into())
+        );
+        assert_eq!(
+            create_missing("app:1", "mine", "network mine not found"),
+            Object::Network("mine".into())
+        );
+        assert_eq!(
+            create_missing("app:1", "container:p", "No such container: p"),
+            Object::Container("p".into())
+        );
+    }
 
     #[test]
     fn refused_logins_are_not_retriable() {

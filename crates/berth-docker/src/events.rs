@@ -39,7 +39,7 @@ pub(crate) fn task_events(
             match ev {
                 Ok(ev) => runtime_event(&ev),
                 Err(e) => {
-                    let e = crate::runtime::name_engine(&engine, crate::errors::translate(e));
+                    let e = crate::runtime::name_engine(&engine, crate::errors::translate(e, None));
                     tracing::warn!(error = %e, "docker event stream error");
                     None
                 }

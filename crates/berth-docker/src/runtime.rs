@@ -17,8 +17,8 @@ use backon::Retryable;
 use berth_engine::image_ref::{DEFAULT_TAG, ImageRef};
 use berth_engine::retry::RetryPolicy;
 use berth_engine::runtime::{
-    ContainerDetails, ContainerInfo, ContainerSummary, ImageSummary, NetworkInfo, ProgressSink,
-    RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
+    ContainerDetails, ContainerInfo, ContainerSummary, ImageSummary, NetworkInfo, Object,
+    ProgressSink, RegistryAuth, Runtime, RuntimeError, RuntimeEvent,
 };
 use berth_engine::spec::{ContainerSpec, LABEL_TASK, VolumeSpec};
 use bollard::Docker;
@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use crate::body::{create_body, volume_create_body};
 use crate::connection::{Timeouts, call_on, engine_address, overran, timed, unreachable};
-use crate::errors::translate;
+use crate::errors::{create_missing, translate};
 use crate::events::task_events;
 use crate::inspect::{
     ManagedContainer, details_of, image_of, info_of, listed_of, managed_of, network_info_of,
@@ -90,22 +90,23 @@ impl DockerRuntime {
         self
     }
 
-    /// [`timed`]: `call` on `object` (a container id, a volume name; empty for none) under
-    /// `limit`, naming the Engine when it could not be reached and judging it when the call
-    /// overran.
+    /// [`timed`]: `call` on `object` (a container, a volume; None for a call about none) under
+    /// `limit`, naming the Engine when it could not be reached, the object when Docker answers
+    /// 404 or 409, and judging the Engine when the call overran.
     async fn timed<T>(
         &self,
         call: &str,
-        object: &str,
+        object: impl Into<Option<Object>>,
         limit: Duration,
         fut: impl std::future::Future<Output = Result<T, BollardError>>,
     ) -> Result<T, RuntimeError> {
-        let call = call_on(call, object);
+        let object = object.into();
+        let call = call_on(call, object.as_ref().map_or("", Object::name));
         timed(
             &self.docker,
             &self.engine,
             &self.timeouts,
-            &call,
+            (&call, object.as_ref()),
             limit,
             fut,
         )
@@ -127,8 +128,8 @@ impl DockerRuntime {
     }
 
     /// [`translate`], naming the Engine when it could not be reached.
-    fn translate(&self, e: BollardError) -> RuntimeError {
-        name_engine(&self.engine, translate(e))
+    fn translate(&self, e: BollardError, object: &Object) -> RuntimeError {
+        name_engine(&self.engine, translate(e, Some(object)))
     }
 
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
@@ -161,7 +162,7 @@ impl DockerRuntime {
         let list = self
             .timed(
                 "container list",
-                "",
+                None,
                 self.timeouts.call,
                 self.docker.list_containers(Some(opts)),
             )
@@ -173,7 +174,7 @@ impl DockerRuntime {
     /// the file system image cleanup watches.
     pub async fn data_root(&self) -> Result<String, RuntimeError> {
         let info = self
-            .timed("info", "", self.timeouts.call, self.docker.info())
+            .timed("info", None, self.timeouts.call, self.docker.info())
             .await?;
         info.docker_root_dir
             .filter(|d| !d.is_empty())
@@ -185,13 +186,13 @@ impl DockerRuntime {
     /// `:latest` tag, as a task definition names them).
     pub async fn log_drivers(&self) -> Result<Vec<String>, RuntimeError> {
         let info = self
-            .timed("info", "", self.timeouts.call, self.docker.info())
+            .timed("info", None, self.timeouts.call, self.docker.info())
             .await?;
         let mut drivers: Vec<String> = info.plugins.and_then(|p| p.log).unwrap_or_default();
         let plugins = self
             .timed(
                 "plugin list",
-                "",
+                None,
                 self.timeouts.call,
                 self.docker.list_plugins(None),
             )
@@ -226,6 +227,7 @@ impl DockerRuntime {
             .stderr(true)
             .build();
         let engine = Arc::clone(&self.engine);
+        let container = Object::Container(id.to_string());
         self.docker
             .logs(id, Some(opts))
             .map(move |r| match r {
@@ -235,7 +237,7 @@ impl DockerRuntime {
                     | bollard::container::LogOutput::Console { message }
                     | bollard::container::LogOutput::StdIn { message },
                 ) => Ok((false, message)),
-                Err(e) => Err(name_engine(&engine, translate(e))),
+                Err(e) => Err(name_engine(&engine, translate(e, Some(&container)))),
             })
             .boxed()
     }
@@ -246,14 +248,14 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "image inspect",
-                image,
+                Object::Image(image.to_string()),
                 self.timeouts.call,
                 self.docker.inspect_image(image),
             )
             .await
         {
             Ok(_) => Ok(true),
-            Err(RuntimeError::NotFound(_)) => Ok(false),
+            Err(RuntimeError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -307,7 +309,7 @@ impl Runtime for DockerRuntime {
                         return Err(RuntimeError::Other(format!("import of {image}: {error}")));
                     }
                     Err(e) => {
-                        return Err(match self.translate(e) {
+                        return Err(match self.translate(e, &Object::Image(image.to_string())) {
                             RuntimeError::Other(m) => {
                                 RuntimeError::Other(format!("import of {image}: {m}"))
                             }
@@ -334,18 +336,26 @@ impl Runtime for DockerRuntime {
         let resp = self
             .timed(
                 "container create",
-                &spec.name,
+                Object::Container(spec.name.clone()),
                 self.timeouts.create,
                 self.docker.create_container(Some(opts), body),
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // Docker's 404 is about what the spec names: its image, network or a container.
+                RuntimeError::NotFound { message, .. } => RuntimeError::not_found(
+                    create_missing(&spec.image, &spec.network_mode, &message),
+                    message,
+                ),
+                other => other,
+            })?;
         Ok(resp.id)
     }
 
     async fn start(&self, id: &str) -> Result<(), RuntimeError> {
         self.timed(
             "container start",
-            id,
+            Object::Container(id.to_string()),
             self.timeouts.start,
             self.docker.start_container(id, None),
         )
@@ -367,7 +377,7 @@ impl Runtime for DockerRuntime {
                 Ok(Err(BollardError::DockerResponseServerError {
                     status_code: 304, ..
                 })) => Ok(()),
-                Ok(Err(e)) => Err(self.translate(e)),
+                Ok(Err(e)) => Err(self.translate(e, &Object::Container(id.to_string()))),
                 Err(_) => Err(RuntimeError::Timeout(format!(
                     "container stop did not finish within {}s",
                     limit.as_secs()
@@ -392,13 +402,13 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "container kill",
-                id,
+                Object::Container(id.to_string()),
                 self.timeouts.call,
                 self.docker.kill_container(id, Some(opts)),
             )
             .await
         {
-            Ok(()) | Err(RuntimeError::Conflict(_)) => Ok(()),
+            Ok(()) | Err(RuntimeError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -407,7 +417,7 @@ impl Runtime for DockerRuntime {
         let r = self
             .timed(
                 "container inspect",
-                id,
+                Object::Container(id.to_string()),
                 self.timeouts.call,
                 self.docker.inspect_container(id, None),
             )
@@ -423,15 +433,19 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "container remove",
-                id,
+                Object::Container(id.to_string()),
                 self.timeouts.remove,
                 self.docker.remove_container(id, Some(opts)),
             )
             .await
         {
-            Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(()),
+            Ok(()) | Err(RuntimeError::NotFound { .. }) => Ok(()),
             // Removal already in progress (Docker answers 409): it will be gone.
-            Err(RuntimeError::Conflict(m)) if m.contains("already in progress") => Ok(()),
+            Err(RuntimeError::Conflict { message, .. })
+                if message.contains("already in progress") =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
@@ -443,7 +457,7 @@ impl Runtime for DockerRuntime {
         let req = volume_create_body(spec);
         self.timed(
             "volume create",
-            &spec.name,
+            Object::Volume(spec.name.clone()),
             self.timeouts.volume,
             self.docker.create_volume(req),
         )
@@ -455,14 +469,14 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "volume inspect",
-                name,
+                Object::Volume(name.to_string()),
                 self.timeouts.volume,
                 self.docker.inspect_volume(name),
             )
             .await
         {
             Ok(_) => Ok(true),
-            Err(RuntimeError::NotFound(_)) => Ok(false),
+            Err(RuntimeError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -472,13 +486,13 @@ impl Runtime for DockerRuntime {
         match self
             .timed(
                 "volume remove",
-                name,
+                Object::Volume(name.to_string()),
                 self.timeouts.volume,
                 self.docker.remove_volume(name, Some(opts)),
             )
             .await
         {
-            Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(()),
+            Ok(()) | Err(RuntimeError::NotFound { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -494,7 +508,7 @@ impl Runtime for DockerRuntime {
         let r = self
             .timed(
                 "container inspect",
-                id,
+                Object::Container(id.to_string()),
                 self.timeouts.call,
                 self.docker.inspect_container(id, None),
             )
@@ -510,7 +524,7 @@ impl Runtime for DockerRuntime {
             .build();
         let mut stream = self.docker.stats(id, Some(opts));
         let sample = match tokio::time::timeout(self.timeouts.call, stream.next()).await {
-            Ok(Some(r)) => r.map_err(translate)?,
+            Ok(Some(r)) => r.map_err(|e| translate(e, Some(&Object::Container(id.to_string()))))?,
             Ok(None) => {
                 return Err(RuntimeError::Other(format!(
                     "stats of {id}: the engine sent nothing"
@@ -532,7 +546,7 @@ impl Runtime for DockerRuntime {
         let list = self
             .timed(
                 "image list",
-                "",
+                None,
                 self.timeouts.call,
                 self.docker.list_images(Some(opts)),
             )
@@ -547,7 +561,7 @@ impl Runtime for DockerRuntime {
         let list = self
             .timed(
                 "container list",
-                "",
+                None,
                 self.timeouts.call,
                 self.docker.list_containers(Some(opts)),
             )
@@ -565,7 +579,7 @@ impl Runtime for DockerRuntime {
         let answer = self
             .timed(
                 "image remove",
-                image,
+                Object::Image(image.to_string()),
                 self.timeouts.remove,
                 self.docker.remove_image(image, Some(opts), None),
             )
@@ -577,7 +591,7 @@ impl Runtime for DockerRuntime {
         let n = self
             .timed(
                 "network inspect",
-                name,
+                Object::Network(name.to_string()),
                 self.timeouts.call,
                 self.docker.inspect_network(name, None),
             )

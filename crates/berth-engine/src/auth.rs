@@ -55,9 +55,14 @@ pub enum AuthError {
         "repositoryCredentials.credentialsParameter {parameter:?} names a secret, but no secret provider is configured to resolve it; configure one, or remove repositoryCredentials and give the registry login through ECS_ENGINE_AUTH_DATA or the Docker config file"
     )]
     NoSecretProvider { parameter: String },
-    /// The secret provider could not resolve the secret (its message).
-    #[error("repositoryCredentials.credentialsParameter {parameter:?}: {message}")]
-    Secret { parameter: String, message: String },
+    /// The secret provider could not resolve the secret (its error, which names where it
+    /// looked).
+    #[error("repositoryCredentials.credentialsParameter {parameter:?}: {source}")]
+    Secret {
+        parameter: String,
+        #[source]
+        source: crate::secrets::SecretError,
+    },
     /// The secret resolved, but its value is not ECS's `{"username": ..., "password": ...}`.
     #[error(
         "repositoryCredentials.credentialsParameter {parameter:?}: the secret's value {problem}; it must be a JSON object {{\"username\": \"...\", \"password\": \"...\"}}"
@@ -82,10 +87,11 @@ pub trait RegistryAuthResolver: Send + Sync + 'static {
 }
 
 /// The secret provider, as the credential chain needs it: resolve a secret reference (an ARN or a
-/// name, as written in `credentialsParameter`) to its value, or say why not (the message names the
-/// secret and where it was looked for).
-pub type SecretLookup =
-    Arc<dyn Fn(&str) -> BoxFuture<'static, Result<String, String>> + Send + Sync>;
+/// name, as written in `credentialsParameter`) to its value, or say why not (the error names
+/// where the secret was looked for).
+pub type SecretLookup = Arc<
+    dyn Fn(&str) -> BoxFuture<'static, Result<String, crate::secrets::SecretError>> + Send + Sync,
+>;
 
 /// Read ECS's registry secret: a JSON object with non-empty string fields `username` and
 /// `password` (other fields are ignored, as ECS ignores them).

@@ -167,7 +167,10 @@ mod tests {
     fn refusals_read_as_before() {
         let r = Refusal::Container {
             name: "berth-f-1-a-0123".into(),
-            error: RuntimeError::Conflict("removal in progress".into()),
+            error: RuntimeError::conflict(
+                crate::runtime::Object::Container("berth-f-1-a-0123".into()),
+                "removal in progress",
+            ),
         };
         assert_eq!(
             r.to_string(),

@@ -26,8 +26,8 @@
 
 use crate::runtime::{
     BoundPort, ContainerDetails, ContainerInfo, ContainerSummary, HealthDetails, ImageSummary,
-    IpamConfig, MountDetails, NetworkAttachment, NetworkInfo, RegistryAuth, Runtime, RuntimeError,
-    RuntimeEvent,
+    IpamConfig, MountDetails, NetworkAttachment, NetworkInfo, Object, RegistryAuth, Runtime,
+    RuntimeError, RuntimeEvent,
 };
 use crate::spec::{ContainerSpec, LABEL_CONTAINER, LABEL_TASK, MountKind, VolumeSpec};
 use crate::state::Health;
@@ -232,7 +232,10 @@ fn resolve(inner: &Inner, id_or_name: &str) -> Option<String> {
 }
 
 fn not_found(id: &str) -> RuntimeError {
-    RuntimeError::NotFound(format!("no such container: {id}"))
+    RuntimeError::not_found(
+        Object::Container(id.to_string()),
+        format!("no such container: {id}"),
+    )
 }
 
 /// The container's id, name, task label and definition name.
@@ -323,13 +326,16 @@ impl Runtime for FakeRuntime {
             return Err(RuntimeError::Other(msg));
         }
         if !inner.images.contains(&spec.image) {
-            return Err(RuntimeError::NotFound(format!(
-                "no such image: {}",
-                spec.image
-            )));
+            return Err(RuntimeError::not_found(
+                Object::Image(spec.image.clone()),
+                format!("no such image: {}", spec.image),
+            ));
         }
         if inner.containers.values().any(|c| c.spec.name == spec.name) {
-            return Err(RuntimeError::Conflict(format!("name {} in use", spec.name)));
+            return Err(RuntimeError::conflict(
+                Object::Container(spec.name.clone()),
+                format!("name {} in use", spec.name),
+            ));
         }
         inner.next_id += 1;
         let id = format!("fake{:060}", inner.next_id);
@@ -499,10 +505,10 @@ impl Runtime for FakeRuntime {
             .collect();
         if !users.is_empty() {
             // Docker's words (409).
-            return Err(RuntimeError::Conflict(format!(
-                "remove {name}: volume is in use - [{}]",
-                users.join(", ")
-            )));
+            return Err(RuntimeError::conflict(
+                Object::Volume(name.to_string()),
+                format!("remove {name}: volume is in use - [{}]", users.join(", ")),
+            ));
         }
         inner.volumes.remove(name);
         Ok(())
@@ -548,12 +554,18 @@ impl Runtime for FakeRuntime {
             .unwrap_or(image)
             .to_string();
         if !inner.images.contains(&name) {
-            return Err(RuntimeError::NotFound(format!("No such image: {image}")));
+            return Err(RuntimeError::not_found(
+                Object::Image(image.to_string()),
+                format!("No such image: {image}"),
+            ));
         }
         if let Some((id, _)) = inner.containers.iter().find(|(_, c)| c.spec.image == name) {
-            return Err(RuntimeError::Conflict(format!(
-                "conflict: unable to remove repository reference \"{image}\" (must force) - container {id} is using its referenced image"
-            )));
+            return Err(RuntimeError::conflict(
+                Object::Image(image.to_string()),
+                format!(
+                    "conflict: unable to remove repository reference \"{image}\" (must force) - container {id} is using its referenced image"
+                ),
+            ));
         }
         inner.images.remove(&name);
         inner.sizes.remove(&name);
@@ -584,7 +596,7 @@ impl Runtime for FakeRuntime {
             .enumerate()
             .find(|(_, (k, _))| k.as_str() == id)
             .map(|(n, (_, c))| (n, c))
-            .ok_or_else(|| RuntimeError::NotFound(format!("no such container: {id}")))?;
+            .ok_or_else(|| not_found(id))?;
         let def_name = c
             .spec
             .labels
@@ -668,10 +680,7 @@ impl Runtime for FakeRuntime {
         let mut inner = self.lock();
         inner.stats_calls += 1;
         let t = inner.stats_calls;
-        let c = inner
-            .containers
-            .get(id)
-            .ok_or_else(|| RuntimeError::NotFound(format!("no such container: {id}")))?;
+        let c = inner.containers.get(id).ok_or_else(|| not_found(id))?;
         let mut stats = serde_json::json!({
             "read": "2026-11-30T01:00:00.000000000Z",
             "id": id,
@@ -704,7 +713,10 @@ impl Runtime for FakeRuntime {
     /// Only `bridge` exists: subnet 172.17.0.0/16 and, as Docker 20.10 often shows it, no gateway.
     async fn inspect_network(&self, name: &str) -> Result<NetworkInfo, RuntimeError> {
         if name != "bridge" {
-            return Err(RuntimeError::NotFound(format!("network {name} not found")));
+            return Err(RuntimeError::not_found(
+                Object::Network(name.to_string()),
+                format!("network {name} not found"),
+            ));
         }
         Ok(NetworkInfo {
             name: name.to_string(),

@@ -1,5 +1,8 @@
-//! Image cleanup: which images go and why every other one stays ([`plan`], pure), and one
-//! cleanup pass over a runtime ([`survey`], [`remove`]).
+//! Image cleanup: which images go and why every other one stays ([`plan`], pure), one cleanup
+//! pass over a runtime ([`survey`], [`remove`]), the operator's settings made into the agent's
+//! configuration ([`policy`]: ECS's ranges, kubelet's thresholds, the bytes disk pressure asks
+//! for) and the loop that runs passes ([`cleaner`]: the cycle, the disk trigger, one pass at a
+//! time, its log and observer).
 //!
 //! The rules follow the ECS agent's image manager (`agent/engine/docker_image_manager.go`), with
 //! kubelet's disk thresholds added (ECS has none). An image (one Docker image id, all its names)
@@ -31,8 +34,14 @@
 //! forgotten (so `once` pulls it again), and the bytes freed are Docker's size of the image
 //! (shared layers make the space actually freed smaller or equal).
 
+pub mod cleaner;
+pub mod policy;
+
+pub use cleaner::{DiskUsage, ImageGc, NoObserver, Observer, Pass};
+pub use policy::{Config, ConfigError, Given, Request, Usage};
+
 use crate::image_ref::normalize;
-use crate::image_use::{ImageLeases, ImageRecords, TrackedImage};
+use crate::image_use::{ImageLeases, ImageRecordError, ImageRecords, TrackedImage};
 use crate::runtime::{ContainerSummary, ImageSummary, Runtime, RuntimeError};
 use crate::state::Millis;
 use std::collections::{BTreeMap, BTreeSet};
@@ -323,17 +332,22 @@ impl Survey {
     }
 }
 
+/// Why a pass could not look at the images: Docker's lists or the tracked images could not be
+/// read (each error's own words).
+#[derive(Debug, thiserror::Error)]
+pub enum SurveyError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Records(#[from] ImageRecordError),
+}
+
 /// Read Docker's images and containers and the tracked images, and note in the record what
 /// Docker says each tracked reference is now (id and size; a failure to note is logged).
-pub async fn survey<R: Runtime>(
-    rt: &R,
-    records: &dyn ImageRecords,
-) -> Result<Survey, RuntimeError> {
+pub async fn survey<R: Runtime>(rt: &R, records: &dyn ImageRecords) -> Result<Survey, SurveyError> {
     let images = rt.list_images().await?;
     let containers = rt.list_containers().await?;
-    let tracked = records
-        .tracked()
-        .map_err(|e| RuntimeError::Other(format!("tracked images: {e}")))?;
+    let tracked = records.tracked()?;
     for t in &tracked {
         let key = normalize(&t.reference);
         if let Some(i) = images
@@ -385,7 +399,7 @@ pub async fn remove<R: Runtime>(
         let guard = match leases.begin_removal(&names) {
             Ok(g) => g,
             Err(busy) => {
-                outcome.error = Some(format!("a task is starting with {busy}"));
+                outcome.error = Some(busy.to_string());
                 out.push(outcome);
                 continue;
             }
@@ -395,7 +409,7 @@ pub async fn remove<R: Runtime>(
             match rt.remove_image(name).await {
                 Ok(d) => deleted |= d,
                 // Gone already (another client removed it): nothing left to do for this name.
-                Err(RuntimeError::NotFound(_)) => {}
+                Err(RuntimeError::NotFound { .. }) => {}
                 Err(e) => {
                     outcome.error = Some(e.to_string());
                     break;

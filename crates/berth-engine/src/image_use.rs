@@ -63,17 +63,62 @@ impl TrackedImage {
     }
 }
 
-/// The durable record of tracked images (the agent's store implements it). Errors are the
-/// store's messages; callers log them (image tracking never fails a task).
+/// The durable record of tracked images (the agent's store implements it). Errors name the
+/// operation and its image, with the store's error as their source; callers log them (image
+/// tracking never fails a task), except cleanup's read of every record, which fails its pass.
 pub trait ImageRecords: Send + Sync + 'static {
     /// `task` starts (or stops) using `image` at `at`: track it, last used = `at`.
-    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), String>;
+    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), ImageRecordError>;
     /// Every tracked image.
-    fn tracked(&self) -> Result<Vec<TrackedImage>, String>;
+    fn tracked(&self) -> Result<Vec<TrackedImage>, ImageRecordError>;
     /// Remember what Docker says the reference is now (its id and size).
-    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), String>;
+    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), ImageRecordError>;
     /// The image is gone: forget the reference (and its pull record, so `once` pulls again).
-    fn forget(&self, reference: &str) -> Result<(), String>;
+    fn forget(&self, reference: &str) -> Result<(), ImageRecordError>;
+}
+
+/// What the record of tracked images could not do, and for which image; `source` is the
+/// record's (the store's) error.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageRecordError {
+    #[error("recording that task {task} uses {image}: {source}")]
+    Use {
+        image: String,
+        task: String,
+        #[source]
+        source: crate::BoxError,
+    },
+    /// The Display is the store's error alone, prefixed as cleanup always showed it.
+    #[error("tracked images: {source}")]
+    Read {
+        #[source]
+        source: crate::BoxError,
+    },
+    #[error("noting {image} as {image_id}: {source}")]
+    Identify {
+        image: String,
+        image_id: String,
+        #[source]
+        source: crate::BoxError,
+    },
+    #[error("forgetting {image}: {source}")]
+    Forget {
+        image: String,
+        #[source]
+        source: crate::BoxError,
+    },
+}
+
+impl ImageRecordError {
+    /// The image the failed operation was about (None for a read of every record).
+    pub fn image(&self) -> Option<&str> {
+        match self {
+            ImageRecordError::Use { image, .. }
+            | ImageRecordError::Identify { image, .. }
+            | ImageRecordError::Forget { image, .. } => Some(image),
+            ImageRecordError::Read { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -87,6 +132,14 @@ struct Slot {
 pub struct ImageLeases {
     slots: Mutex<HashMap<String, Slot>>,
     changed: Notify,
+}
+
+/// Why [`ImageLeases::begin_removal`] refused: a task holds `image` (in normal form), or it is
+/// being removed already.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a task is starting with {image}")]
+pub struct Busy {
+    pub image: String,
 }
 
 /// A task's hold on one image name; released when dropped.
@@ -143,15 +196,18 @@ impl ImageLeases {
             .is_some_and(|s| s.holders > 0)
     }
 
-    /// Mark `names` as being removed, unless one of them is leased (then that name is the error).
-    pub fn begin_removal(self: &Arc<Self>, names: &[String]) -> Result<Removal, String> {
+    /// Mark `names` as being removed, unless one of them is leased or being removed (then that
+    /// name, in normal form, is the error).
+    pub fn begin_removal(self: &Arc<Self>, names: &[String]) -> Result<Removal, Busy> {
         let keys: Vec<String> = names.iter().map(|n| normalize(n)).collect();
         let mut slots = self.lock();
         if let Some(busy) = keys
             .iter()
             .find(|k| slots.get(*k).is_some_and(|s| s.holders > 0 || s.removing))
         {
-            return Err(busy.clone());
+            return Err(Busy {
+                image: busy.clone(),
+            });
         }
         for k in &keys {
             slots.entry(k.clone()).or_default().removing = true;
@@ -226,7 +282,7 @@ impl MemoryImageRecords {
 }
 
 impl ImageRecords for MemoryImageRecords {
-    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), String> {
+    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), ImageRecordError> {
         let key = normalize(image);
         self.lock()
             .entry(key.clone())
@@ -237,17 +293,17 @@ impl ImageRecords for MemoryImageRecords {
             .note_use(task, at);
         Ok(())
     }
-    fn tracked(&self) -> Result<Vec<TrackedImage>, String> {
+    fn tracked(&self) -> Result<Vec<TrackedImage>, ImageRecordError> {
         Ok(self.lock().values().cloned().collect())
     }
-    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), String> {
+    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), ImageRecordError> {
         if let Some(t) = self.lock().get_mut(&normalize(reference)) {
             t.image_id = Some(image_id.to_string());
             t.size = Some(size);
         }
         Ok(())
     }
-    fn forget(&self, reference: &str) -> Result<(), String> {
+    fn forget(&self, reference: &str) -> Result<(), ImageRecordError> {
         self.lock().remove(&normalize(reference));
         Ok(())
     }
@@ -259,7 +315,7 @@ impl crate::pull::PullRecord for MemoryImageRecords {
             .get(&normalize(image))
             .is_some_and(|t| t.last_pulled.is_some())
     }
-    fn record_pull(&self, image: &str) -> Result<(), String> {
+    fn record_pull(&self, image: &str) -> Result<(), crate::pull::PullRecordError> {
         self.pulled(image, crate::report::now_ms());
         Ok(())
     }
@@ -296,7 +352,9 @@ mod tests {
         assert!(leases.leased("busybox:latest"));
         assert_eq!(
             leases.begin_removal(&["busybox:latest".into()]).err(),
-            Some("busybox:latest".into())
+            Some(Busy {
+                image: "busybox:latest".into()
+            })
         );
         drop(lease);
         assert!(!leases.leased("busybox"));

@@ -36,15 +36,20 @@ pub mod secrets;
 pub mod spec;
 pub mod state;
 
-pub use actor::{Command, EngineMetrics, Persist, RunConfig, adopt, run_task};
+/// The error of a seam's implementor (the store's, for `Persist`, `PullRecord` and
+/// `ImageRecords`), carried as the `source` of the seam's own error: the engine does not know
+/// the implementor's type.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+pub use actor::{Command, EngineMetrics, Persist, PersistError, RunConfig, adopt, run_task};
 pub use auth::{AuthError, RegistryAuth, RegistryAuthResolver, SecretLookup};
 pub use cleanup::{CleanupReport, Refusal, cleanup_docker, cleanup_task};
 pub use decide::{Action, Decision, Event, Options, decide};
 pub use identity::Identity;
-pub use pull::{PullBehavior, PullRecord};
+pub use pull::{PullBehavior, PullRecord, PullRecordError};
 pub use retry::RetryPolicy;
 pub use runtime::{
-    ContainerDetails, ContainerInfo, NetworkInfo, Runtime, RuntimeError, RuntimeEvent,
+    ContainerDetails, ContainerInfo, NetworkInfo, Object, Runtime, RuntimeError, RuntimeEvent,
 };
 pub use state::{
     ContainerState, Health, Millis, PendingExit, Status, StopKind, TaskState, new_task_id,

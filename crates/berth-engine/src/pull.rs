@@ -99,7 +99,28 @@ pub fn after_failure(behavior: PullBehavior, present_locally: bool) -> AfterFail
 pub trait PullRecord: Send + Sync + 'static {
     fn pulled_before(&self, image: &str) -> bool;
     /// Record a successful pull. An error is logged by the caller; the pull itself still counts.
-    fn record_pull(&self, image: &str) -> Result<(), String>;
+    fn record_pull(&self, image: &str) -> Result<(), PullRecordError>;
+}
+
+/// Why a pull was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum PullRecordError {
+    /// The record of `image`'s pull could not be written; `source` is the record's error.
+    #[error("recording the pull of {image}: {source}")]
+    Record {
+        image: String,
+        #[source]
+        source: crate::BoxError,
+    },
+}
+
+impl PullRecordError {
+    pub fn record(image: &str, source: impl Into<crate::BoxError>) -> Self {
+        PullRecordError::Record {
+            image: image.to_string(),
+            source: source.into(),
+        }
+    }
 }
 
 /// A record kept in memory only (tests, and runs without a data directory).
@@ -115,13 +136,13 @@ impl PullRecord for MemoryPullRecord {
             .map(|s| s.contains(image))
             .unwrap_or(false)
     }
-    fn record_pull(&self, image: &str) -> Result<(), String> {
+    fn record_pull(&self, image: &str) -> Result<(), PullRecordError> {
+        // The set is consistent between statements: a panic elsewhere cannot corrupt it.
         self.images
             .lock()
-            .map(|mut s| {
-                s.insert(image.to_string());
-            })
-            .map_err(|_| "pull record lock poisoned".to_string())
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(image.to_string());
+        Ok(())
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! `berth-docker` implements it over the Docker Engine API; [`crate::fake::FakeRuntime`] implements it
 //! in memory for engine tests. Errors are a small enum so the engine can decide by kind, never by
-//! parsing text; messages keep Docker's own words for people.
+//! parsing text; a missing object or a conflict names the container, image, volume or network
+//! ([`Object`]); messages keep Docker's own words for people.
 
 pub use crate::auth::RegistryAuth;
 use crate::spec::{ContainerSpec, VolumeSpec};
@@ -10,15 +11,52 @@ use crate::state::{Health, Millis};
 use futures_util::stream::BoxStream;
 use std::future::Future;
 
+/// The object a runtime call found missing or in conflict, by kind, with the name or id the
+/// call was given.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Object {
+    Container(String),
+    Image(String),
+    Volume(String),
+    Network(String),
+}
+
+impl Object {
+    /// The name or id, as the call was given it.
+    pub fn name(&self) -> &str {
+        match self {
+            Object::Container(n) | Object::Image(n) | Object::Volume(n) | Object::Network(n) => n,
+        }
+    }
+
+    /// `container`, `image`, `volume` or `network`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Object::Container(_) => "container",
+            Object::Image(_) => "image",
+            Object::Volume(_) => "volume",
+            Object::Network(_) => "network",
+        }
+    }
+}
+
+impl std::fmt::Display for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind(), self.name())
+    }
+}
+
 /// What went wrong in the runtime, by kind.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeError {
-    /// The container, image or volume does not exist.
-    #[error("not found: {0}")]
-    NotFound(String),
-    /// A name is taken, or the object is in the wrong state for the request.
-    #[error("conflict: {0}")]
-    Conflict(String),
+    /// The container, image, volume or network `object` does not exist; `message` is the
+    /// engine's.
+    #[error("not found: {message}")]
+    NotFound { object: Object, message: String },
+    /// A name is taken, or `object` is in the wrong state for the request (an image or volume in
+    /// use, a container being removed); `message` is the engine's.
+    #[error("conflict: {message}")]
+    Conflict { object: Object, message: String },
     /// The image could not be pulled; `message` is Docker's.
     #[error("{message}")]
     PullFailed {
@@ -37,6 +75,34 @@ pub enum RuntimeError {
     /// Any other error the engine reported (its message, unchanged).
     #[error("{0}")]
     Other(String),
+}
+
+impl RuntimeError {
+    /// [`RuntimeError::NotFound`] of `object`.
+    pub fn not_found(object: Object, message: impl Into<String>) -> Self {
+        RuntimeError::NotFound {
+            object,
+            message: message.into(),
+        }
+    }
+
+    /// [`RuntimeError::Conflict`] over `object`.
+    pub fn conflict(object: Object, message: impl Into<String>) -> Self {
+        RuntimeError::Conflict {
+            object,
+            message: message.into(),
+        }
+    }
+
+    /// The object a [`RuntimeError::NotFound`] or [`RuntimeError::Conflict`] is about.
+    pub fn object(&self) -> Option<&Object> {
+        match self {
+            RuntimeError::NotFound { object, .. } | RuntimeError::Conflict { object, .. } => {
+                Some(object)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Progress of one pull, summed over its layers (from the engine's pull stream).

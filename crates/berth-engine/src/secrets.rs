@@ -195,13 +195,81 @@ fn needs_values(state: &TaskState, i: usize) -> bool {
     c.docker_id.is_none() && c.known < Status::Created
 }
 
-/// Read every value the task's not-yet-created containers need. `Err` is the reason to stop the
-/// task with (ECS's shape, every failure named; no values in it).
+/// One value of one container that could not be read: a secret or log secret option (`what`,
+/// its name and `valueFrom`) or an environment file.
+#[derive(Debug, Clone)]
+pub enum ValueFailure {
+    Secret {
+        /// `secret` or `log secret option`.
+        what: &'static str,
+        name: String,
+        container: String,
+        value_from: String,
+        error: SecretError,
+    },
+    EnvironmentFile {
+        value: String,
+        container: String,
+        error: EnvironmentFileError,
+    },
+}
+
+impl fmt::Display for ValueFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueFailure::Secret {
+                what,
+                name,
+                container,
+                value_from,
+                error,
+            } => write!(
+                f,
+                "{what} {name} of container {container} ({value_from}): {error}"
+            ),
+            ValueFailure::EnvironmentFile {
+                value,
+                container,
+                error,
+            } => write!(
+                f,
+                "environment file {value} of container {container}: {error}"
+            ),
+        }
+    }
+}
+
+/// Why a task's values cannot be read: every failure, secrets first; the `Display` is the reason
+/// the task stops with (ECS's shape; no values in it).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", reason(.0))]
+pub struct ValuesError(pub Vec<ValueFailure>);
+
+fn reason(failures: &[ValueFailure]) -> String {
+    let join = |secret: bool| {
+        failures
+            .iter()
+            .filter(|f| matches!(f, ValueFailure::Secret { .. }) == secret)
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let (secrets, files) = (join(true), join(false));
+    match (secrets.is_empty(), files.is_empty()) {
+        (false, true) => format!("{SECRETS_REASON}{secrets}"),
+        (true, false) => format!("{ENV_FILES_REASON}{files}"),
+        (false, false) => format!("{SECRETS_REASON}{secrets}; environment files: {files}"),
+        (true, true) => String::new(),
+    }
+}
+
+/// Read every value the task's not-yet-created containers need. `Err` holds every failure, and
+/// its `Display` is the reason to stop the task with.
 pub fn resolve_task(
     state: &TaskState,
     provider: &dyn SecretProvider,
     environment_files_dir: Option<&Path>,
-) -> Result<TaskValues, String> {
+) -> Result<TaskValues, ValuesError> {
     let mut values = Vec::with_capacity(state.containers.len());
     let (mut secret_errors, mut file_errors) = (Vec::new(), Vec::new());
     for i in 0..state.containers.len() {
@@ -211,16 +279,20 @@ pub fn resolve_task(
             continue;
         }
         let def = state.def(i);
-        let mut one = |what: &str, s: &berth_model::Secret| match resolve(provider, &s.value_from) {
-            Ok(value) => Some((s.name.clone(), value)),
-            Err(e) => {
-                secret_errors.push(format!(
-                    "{what} {} of container {} ({}): {e}",
-                    s.name, def.name, s.value_from
-                ));
-                None
-            }
-        };
+        let mut one =
+            |what: &'static str, s: &berth_model::Secret| match resolve(provider, &s.value_from) {
+                Ok(value) => Some((s.name.clone(), value)),
+                Err(error) => {
+                    secret_errors.push(ValueFailure::Secret {
+                        what,
+                        name: s.name.clone(),
+                        container: def.name.clone(),
+                        value_from: s.value_from.clone(),
+                        error,
+                    });
+                    None
+                }
+            };
         v.secret_env = def
             .secrets
             .iter()
@@ -240,25 +312,39 @@ pub fn resolve_task(
                         }
                     }
                 }
-                Err(e) => file_errors.push(format!(
-                    "environment file {} of container {}: {e}",
-                    file.value, def.name
-                )),
+                Err(error) => file_errors.push(ValueFailure::EnvironmentFile {
+                    value: file.value.clone(),
+                    container: def.name.clone(),
+                    error,
+                }),
             }
         }
         values.push(v);
     }
-    let reason = match (secret_errors.is_empty(), file_errors.is_empty()) {
-        (true, true) => return Ok(TaskValues(values)),
-        (false, true) => format!("{SECRETS_REASON}{}", secret_errors.join("; ")),
-        (true, false) => format!("{ENV_FILES_REASON}{}", file_errors.join("; ")),
-        (false, false) => format!(
-            "{SECRETS_REASON}{}; environment files: {}",
-            secret_errors.join("; "),
-            file_errors.join("; ")
-        ),
-    };
-    Err(reason)
+    if secret_errors.is_empty() && file_errors.is_empty() {
+        return Ok(TaskValues(values));
+    }
+    secret_errors.extend(file_errors);
+    Err(ValuesError(secret_errors))
+}
+
+/// Why an environment file cannot be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EnvironmentFileError {
+    /// Neither an absolute path nor an S3 ARN (berth-model's words).
+    #[error("{0}")]
+    Location(String),
+    /// An S3 ARN, and no directory stands in for S3.
+    #[error(
+        "berth cannot fetch S3 objects: start it with --environment-files-dir DIR and put the object at DIR/<bucket>/<key>, or give an absolute path"
+    )]
+    NoS3,
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
 }
 
 /// Where an `environmentFiles` value is read from: an absolute path as is, an S3 ARN under
@@ -266,14 +352,12 @@ pub fn resolve_task(
 pub fn environment_file_path(
     value: &str,
     environment_files_dir: Option<&Path>,
-) -> Result<PathBuf, String> {
-    match EnvironmentFileLocation::parse(value).map_err(|e| e.0)? {
+) -> Result<PathBuf, EnvironmentFileError> {
+    match EnvironmentFileLocation::parse(value).map_err(|e| EnvironmentFileError::Location(e.0))? {
         EnvironmentFileLocation::Local(p) => Ok(PathBuf::from(p)),
         EnvironmentFileLocation::S3 { bucket, key } => match environment_files_dir {
             Some(dir) => Ok(dir.join(bucket).join(key)),
-            None => Err(
-                "berth cannot fetch S3 objects: start it with --environment-files-dir DIR and put the object at DIR/<bucket>/<key>, or give an absolute path".into(),
-            ),
+            None => Err(EnvironmentFileError::NoS3),
         },
     }
 }
@@ -281,10 +365,12 @@ pub fn environment_file_path(
 fn read_environment_file(
     value: &str,
     environment_files_dir: Option<&Path>,
-) -> Result<Vec<(String, SecretValue)>, String> {
+) -> Result<Vec<(String, SecretValue)>, EnvironmentFileError> {
     let path = environment_file_path(value, environment_files_dir)?;
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| EnvironmentFileError::Read {
+        path,
+        source: Arc::new(e),
+    })?;
     Ok(parse_env_file(&text))
 }
 

@@ -6,7 +6,8 @@ mod common;
 
 use berth_engine::fake::{FakeRuntime, Script};
 use berth_engine::{
-    Command, EngineMetrics, Persist, RetryPolicy, RunConfig, Status, TaskState, run_task,
+    Command, EngineMetrics, Persist, PersistError, RetryPolicy, RunConfig, Status, TaskState,
+    run_task,
 };
 use common::*;
 use futures_util::future::BoxFuture;
@@ -43,7 +44,7 @@ impl FlakyStore {
 }
 
 impl Persist for FlakyStore {
-    fn save(&self, state: &TaskState) -> BoxFuture<'static, Result<(), String>> {
+    fn save(&self, state: &TaskState) -> BoxFuture<'static, Result<(), PersistError>> {
         {
             let mut trigger = self.trigger.lock().expect("lock");
             if trigger.as_ref().is_some_and(|t| t(state)) {
@@ -53,7 +54,10 @@ impl Persist for FlakyStore {
         }
         let out = if self.failing.load(Ordering::SeqCst) {
             self.failures.fetch_add(1, Ordering::SeqCst);
-            Err("No space left on device (os error 28)".to_string())
+            Err(PersistError::save(
+                &state.id,
+                "No space left on device (os error 28)",
+            ))
         } else {
             *self.durable.lock().expect("lock") = Some(state.clone());
             Ok(())

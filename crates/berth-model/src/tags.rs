@@ -39,52 +39,72 @@ fn bad_char(s: &str) -> Option<char> {
         .find(|c| !(c.is_alphanumeric() || ALLOWED_PUNCTUATION.contains(*c)))
 }
 
+/// Why a tag, or a set of tags, breaks ECS's rules; the text names the key or value and says
+/// what ECS accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TagError {
+    #[error("a tag key must not be empty")]
+    EmptyKey,
+    #[error("a tag key has at most {MAX_KEY_CHARS} characters, this one has {chars}")]
+    KeyTooLong { chars: usize },
+    #[error("tag key {key:?}: the aws: prefix is reserved for AWS's own tags")]
+    ReservedKey { key: String },
+    #[error("tag key {key:?} holds {found:?}; use letters, digits, spaces and + - = . _ : / @")]
+    KeyCharacter { key: String, found: char },
+    #[error("a tag value has at most {MAX_VALUE_CHARS} characters, this one has {chars}")]
+    ValueTooLong { chars: usize },
+    #[error("tag value {value:?} holds {found:?}; use letters, digits, spaces and + - = . _ : / @")]
+    ValueCharacter { value: String, found: char },
+    #[error("{text:?} is not KEY=VALUE (write e.g. team=web; an empty value is team=)")]
+    NotKeyValue { text: String },
+    #[error("at most {MAX_TAGS} tags per resource, found {found}")]
+    TooMany { found: usize },
+}
+
 /// Why `key` is not a tag key ECS accepts.
-pub fn check_key(key: &str) -> Result<(), String> {
+pub fn check_key(key: &str) -> Result<(), TagError> {
     let n = key.chars().count();
     if n == 0 {
-        return Err("a tag key must not be empty".into());
+        return Err(TagError::EmptyKey);
     }
     if n > MAX_KEY_CHARS {
-        return Err(format!(
-            "a tag key has at most {MAX_KEY_CHARS} characters, this one has {n}"
-        ));
+        return Err(TagError::KeyTooLong { chars: n });
     }
     if key.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("aws:")) {
-        return Err(format!(
-            "tag key {key:?}: the aws: prefix is reserved for AWS's own tags"
-        ));
+        return Err(TagError::ReservedKey {
+            key: key.to_string(),
+        });
     }
     if let Some(c) = bad_char(key) {
-        return Err(format!(
-            "tag key {key:?} holds {c:?}; use letters, digits, spaces and + - = . _ : / @"
-        ));
+        return Err(TagError::KeyCharacter {
+            key: key.to_string(),
+            found: c,
+        });
     }
     Ok(())
 }
 
 /// Why `value` is not a tag value ECS accepts.
-pub fn check_value(value: &str) -> Result<(), String> {
+pub fn check_value(value: &str) -> Result<(), TagError> {
     let n = value.chars().count();
     if n > MAX_VALUE_CHARS {
-        return Err(format!(
-            "a tag value has at most {MAX_VALUE_CHARS} characters, this one has {n}"
-        ));
+        return Err(TagError::ValueTooLong { chars: n });
     }
     if let Some(c) = bad_char(value) {
-        return Err(format!(
-            "tag value {value:?} holds {c:?}; use letters, digits, spaces and + - = . _ : / @"
-        ));
+        return Err(TagError::ValueCharacter {
+            value: value.to_string(),
+            found: c,
+        });
     }
     Ok(())
 }
 
 /// `KEY=VALUE` (the value may be empty and may hold `=`), checked.
-pub fn parse_key_value(text: &str) -> Result<Tag, String> {
+pub fn parse_key_value(text: &str) -> Result<Tag, TagError> {
     let Some((key, value)) = text.split_once('=') else {
-        return Err(format!(
-            "{text:?} is not KEY=VALUE (write e.g. team=web; an empty value is team=)"
-        ));
+        return Err(TagError::NotKeyValue {
+            text: text.to_string(),
+        });
     };
     check_key(key)?;
     check_value(value)?;
@@ -112,9 +132,9 @@ pub fn to_map(tags: &[Tag]) -> BTreeMap<String, String> {
 }
 
 /// Why a whole set of tags is refused: more than [`MAX_TAGS`].
-pub fn check_count(n: usize) -> Result<(), String> {
+pub fn check_count(n: usize) -> Result<(), TagError> {
     if n > MAX_TAGS {
-        Err(format!("at most {MAX_TAGS} tags per resource, found {n}"))
+        Err(TagError::TooMany { found: n })
     } else {
         Ok(())
     }
@@ -129,12 +149,27 @@ mod tests {
         assert!(check_key("team").is_ok());
         assert!(check_key("app.kubernetes/name:x@y+z=w_v-u").is_ok());
         assert!(check_key("équipe 2").is_ok());
-        assert!(check_key("").unwrap_err().contains("empty"));
-        assert!(check_key("AWS:x").unwrap_err().contains("reserved"));
-        assert!(check_key(&"k".repeat(129)).unwrap_err().contains("128"));
-        assert!(check_key("a;b").unwrap_err().contains("';'"));
+        assert!(check_key("").unwrap_err().to_string().contains("empty"));
+        assert!(
+            check_key("AWS:x")
+                .unwrap_err()
+                .to_string()
+                .contains("reserved")
+        );
+        assert!(
+            check_key(&"k".repeat(129))
+                .unwrap_err()
+                .to_string()
+                .contains("128")
+        );
+        assert!(check_key("a;b").unwrap_err().to_string().contains("';'"));
         assert!(check_value("").is_ok());
-        assert!(check_value(&"v".repeat(257)).unwrap_err().contains("256"));
+        assert!(
+            check_value(&"v".repeat(257))
+                .unwrap_err()
+                .to_string()
+                .contains("256")
+        );
         assert!(check_count(50).is_ok() && check_count(51).is_err());
     }
 
@@ -142,7 +177,12 @@ mod tests {
     fn key_value_and_merge() {
         assert_eq!(parse_key_value("a=b=c"), Ok(Tag::new("a", "b=c")));
         assert_eq!(parse_key_value("a="), Ok(Tag::new("a", "")));
-        assert!(parse_key_value("a").unwrap_err().contains("KEY=VALUE"));
+        assert!(
+            parse_key_value("a")
+                .unwrap_err()
+                .to_string()
+                .contains("KEY=VALUE")
+        );
         let merged = merge(
             &[Tag::new("a", "1"), Tag::new("b", "2")],
             &[Tag::new("b", "3"), Tag::new("c", "4")],

@@ -15,13 +15,18 @@
 //! Schema versions: 1 kept bare `TaskState` JSON in `tasks` and had no `images` table (images were in
 //! `pulled-images.json`); 2 wraps tasks in `TaskRecord` and imports that file into `images`
 //! (reference → pull time); 3 replaces `images` by `tracked_images` (each pulled image becomes a
-//! tracked one, first and last pulled and last used at its pull time). [`Store::open`] migrates
-//! older versions in one transaction and refuses newer ones.
+//! tracked one, first and last pulled and last used at its pull time); 4 re-keys `tracked_images`
+//! under today's normal form ([`berth_engine::image_ref::normalize`]: `library/x:latest` is
+//! `x:latest`, a tag beside a digest is dropped), merging the records that land on one key
+//! ([`merge`]). Limit: schema 3 keyed `docker.io/library/a/b` as `a/b:latest` (today
+//! `library/a/b:latest`), which cannot be told from the image `a/b`: such a key stays, and the
+//! record is made again under the new key at the image's next pull or use. [`Store::open`] migrates older versions in one
+//! transaction and refuses newer ones.
 
 use crate::{ImageRecord, PULLED_IMAGES_FILE, StoreError};
 use berth_engine::image_ref::normalize;
-use berth_engine::image_use::{ImageRecords, TrackedImage};
-use berth_engine::{Millis, PullRecord, TaskState};
+use berth_engine::image_use::{ImageRecordError, ImageRecords, MAX_TASKS, TrackedImage};
+use berth_engine::{Millis, PersistError, PullRecord, PullRecordError, TaskState};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -35,7 +40,7 @@ use crate::writer::Writer;
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "berth.redb";
 /// The schema this berth writes.
-pub const SCHEMA_VERSION: u64 = 3;
+pub const SCHEMA_VERSION: u64 = 4;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub(crate) const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
@@ -113,6 +118,44 @@ impl TrackedRecord {
             last_used: t.last_used,
             tasks: t.tasks.clone(),
         }
+    }
+}
+
+/// Two records of one image (two references that name it in one normal form) as one: the
+/// earliest first pull, the latest last pull and last use, the tasks of both (the more recent
+/// record's last, at most [`MAX_TASKS`]), and Docker's id and size from the more recent record
+/// (the later last use, then the later last pull), else from the other.
+pub fn merge(a: TrackedRecord, b: TrackedRecord) -> TrackedRecord {
+    let (older, newer) = if (b.last_used, b.last_pulled) >= (a.last_used, a.last_pulled) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let first_pulled = match (older.first_pulled, newer.first_pulled) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    };
+    let mut tasks: Vec<String> = Vec::new();
+    for t in older.tasks.iter().chain(&newer.tasks) {
+        tasks.retain(|have| have != t);
+        tasks.push(t.clone());
+    }
+    if tasks.len() > MAX_TASKS {
+        let extra = tasks.len() - MAX_TASKS;
+        tasks.drain(..extra);
+    }
+    let (image_id, size) = if newer.image_id.is_some() || newer.size.is_some() {
+        (newer.image_id, newer.size)
+    } else {
+        (older.image_id, older.size)
+    };
+    TrackedRecord {
+        image_id,
+        size,
+        first_pulled,
+        last_pulled: older.last_pulled.max(newer.last_pulled),
+        last_used: older.last_used.max(newer.last_used),
+        tasks,
     }
 }
 
@@ -262,7 +305,7 @@ impl Store {
                             .map_err(|e| corrupt(&self.path, k.value(), e))?;
                         pulled.insert(k.value().to_string(), rec);
                     }
-                } else {
+                } else if found < 2 {
                     // Images recorded by a berth that had no database (pulled-images.json).
                     pulled = crate::PulledImages::open(data_dir)?.all();
                 }
@@ -271,9 +314,11 @@ impl Store {
                     let bytes = serde_json::to_vec(&TrackedRecord::from_pull(rec.pulled_at))
                         .map_err(|e| db_err(&self.path, e))?;
                     tracked
-                        .insert(normalize(&image).as_str(), bytes.as_slice())
+                        .insert(image.as_str(), bytes.as_slice())
                         .map_err(|e| err(e.into()))?;
                 }
+                // v3 → v4 (and the images just imported): every key in today's normal form.
+                self.rekey_tracked(&mut tracked)?;
                 let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
                 meta.insert(VERSION_KEY, SCHEMA_VERSION)
                     .map_err(|e| err(e.into()))?;
@@ -292,6 +337,52 @@ impl Store {
         }
         if found != 0 {
             tracing::info!(path = %self.path.display(), from = found, to = SCHEMA_VERSION, "state store migrated");
+        }
+        Ok(())
+    }
+
+    /// Schema 4: every tracked image under [`normalize`] of its stored reference, the records
+    /// that land on one key merged ([`merge`]). A value that does not decode is left under its
+    /// key (reading the images names it, as before).
+    fn rekey_tracked(
+        &self,
+        tracked: &mut redb::Table<'_, &'static str, &'static [u8]>,
+    ) -> Result<(), StoreError> {
+        let err = |e: redb::Error| self.h.err(e);
+        let mut records: Vec<(String, TrackedRecord)> = Vec::new();
+        for entry in tracked.iter().map_err(|e| err(e.into()))? {
+            let (k, v) = entry.map_err(|e| err(e.into()))?;
+            match serde_json::from_slice::<TrackedRecord>(v.value()) {
+                Ok(rec) => records.push((k.value().to_string(), rec)),
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), key = k.value(), error = %e, "tracked image unreadable; left under its key");
+                }
+            }
+        }
+        let mut rekeyed: BTreeMap<String, TrackedRecord> = BTreeMap::new();
+        for (key, rec) in &records {
+            let new = normalize(key);
+            let merged = match rekeyed.remove(&new) {
+                Some(other) => merge(other, rec.clone()),
+                None => rec.clone(),
+            };
+            rekeyed.insert(new, merged);
+        }
+        for (key, _) in &records {
+            if !rekeyed.contains_key(key) {
+                tracked.remove(key.as_str()).map_err(|e| err(e.into()))?;
+                tracing::info!(path = %self.path.display(), from = %key, to = %normalize(key), "tracked image re-keyed in today's normal form");
+            }
+        }
+        for (key, rec) in rekeyed {
+            let unchanged = records.iter().any(|(k, r)| *k == key && *r == rec);
+            if unchanged {
+                continue;
+            }
+            let bytes = serde_json::to_vec(&rec).map_err(|e| db_err(&self.path, e))?;
+            tracked
+                .insert(key.as_str(), bytes.as_slice())
+                .map_err(|e| err(e.into()))?;
         }
         Ok(())
     }
@@ -494,9 +585,10 @@ impl berth_engine::Persist for Store {
     fn save(
         &self,
         state: &TaskState,
-    ) -> futures_util::future::BoxFuture<'static, Result<(), String>> {
+    ) -> futures_util::future::BoxFuture<'static, Result<(), PersistError>> {
         let saved = self.save_state_grouped(state);
-        Box::pin(async move { saved.await.map_err(|e| e.to_string()) })
+        let task = state.id.clone();
+        Box::pin(async move { saved.await.map_err(|e| PersistError::save(&task, e)) })
     }
 }
 
@@ -506,33 +598,94 @@ impl PullRecord for Store {
             .is_ok_and(|t| t.is_some_and(|t| t.last_pulled.is_some()))
     }
 
-    fn record_pull(&self, image: &str) -> Result<(), String> {
+    fn record_pull(&self, image: &str) -> Result<(), PullRecordError> {
         self.record_image(image, berth_engine::report::now_ms())
-            .map_err(|e| e.to_string())
+            .map_err(|e| PullRecordError::record(image, e))
     }
 }
 
 impl ImageRecords for Store {
-    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), String> {
+    fn used(&self, image: &str, task: &str, at: Millis) -> Result<(), ImageRecordError> {
         self.update_image(image, at, |t| t.note_use(task, at))
-            .map_err(|e| e.to_string())
+            .map_err(|e| ImageRecordError::Use {
+                image: image.to_string(),
+                task: task.to_string(),
+                source: e.into(),
+            })
     }
 
-    fn tracked(&self) -> Result<Vec<TrackedImage>, String> {
+    fn tracked(&self) -> Result<Vec<TrackedImage>, ImageRecordError> {
         self.tracked_images()
             .map(|m| m.iter().map(|(k, r)| r.to_image(k)).collect())
-            .map_err(|e| e.to_string())
+            .map_err(|e| ImageRecordError::Read { source: e.into() })
     }
 
-    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), String> {
+    fn identify(&self, reference: &str, image_id: &str, size: u64) -> Result<(), ImageRecordError> {
         self.update_image(reference, berth_engine::report::now_ms(), |t| {
             t.image_id = Some(image_id.to_string());
             t.size = Some(size);
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| ImageRecordError::Identify {
+            image: reference.to_string(),
+            image_id: image_id.to_string(),
+            source: e.into(),
+        })
     }
 
-    fn forget(&self, reference: &str) -> Result<(), String> {
-        self.forget_image(reference).map_err(|e| e.to_string())
+    fn forget(&self, reference: &str) -> Result<(), ImageRecordError> {
+        self.forget_image(reference)
+            .map_err(|e| ImageRecordError::Forget {
+                image: reference.to_string(),
+                source: e.into(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(first: Option<Millis>, last_pulled: Option<Millis>, used: Millis) -> TrackedRecord {
+        TrackedRecord {
+            first_pulled: first,
+            last_pulled,
+            last_used: used,
+            ..TrackedRecord::default()
+        }
+    }
+
+    #[test]
+    fn merge_takes_the_earliest_first_pull_and_the_latest_times() {
+        let m = merge(rec(Some(5), Some(50), 60), rec(Some(10), Some(80), 40));
+        assert_eq!(
+            (m.first_pulled, m.last_pulled, m.last_used),
+            (Some(5), Some(80), 60)
+        );
+        let m = merge(rec(None, None, 60), rec(Some(10), Some(10), 10));
+        assert_eq!((m.first_pulled, m.last_pulled), (Some(10), Some(10)));
+        assert_eq!(m, merge(rec(Some(10), Some(10), 10), rec(None, None, 60)));
+    }
+
+    #[test]
+    fn merge_keeps_the_most_recent_identity_and_every_task_bounded() {
+        let mut old = rec(None, None, 10);
+        old.image_id = Some("sha256:old".into());
+        old.size = Some(1);
+        old.tasks = (0..10).map(|i| format!("o{i}")).collect();
+        let mut new = rec(None, None, 20);
+        new.tasks = (0..10).map(|i| format!("n{i}")).collect();
+        new.tasks.push("o9".into());
+        let m = merge(new.clone(), old.clone());
+        assert_eq!(
+            (m.image_id.as_deref(), m.size),
+            (Some("sha256:old"), Some(1)),
+            "the more recent has none: the other's"
+        );
+        assert_eq!(m.tasks.len(), MAX_TASKS);
+        assert_eq!(m.tasks.last().map(String::as_str), Some("o9"));
+        assert_eq!(m.tasks.first().map(String::as_str), Some("o4"));
+        new.image_id = Some("sha256:new".into());
+        let m = merge(old, new);
+        assert_eq!((m.image_id.as_deref(), m.size), (Some("sha256:new"), None));
     }
 }

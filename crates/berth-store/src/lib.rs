@@ -167,9 +167,9 @@ impl PullRecord for PulledImages {
         self.get(image).is_some()
     }
 
-    fn record_pull(&self, image: &str) -> Result<(), String> {
+    fn record_pull(&self, image: &str) -> Result<(), berth_engine::PullRecordError> {
         self.record(image, berth_engine::report::now_ms())
-            .map_err(|e| e.to_string())
+            .map_err(|e| berth_engine::PullRecordError::record(image, e))
     }
 }
 

@@ -186,3 +186,87 @@ fn tracked_images_record_use_identity_and_are_forgotten() {
         "a removed image is pulled again by once"
     );
 }
+
+const TRACKED: TableDefinition<&str, &[u8]> = TableDefinition::new("tracked_images");
+
+/// Schema 3: tracked images keyed in the normal form of their day, before image references were
+/// read by one parser: `library/busybox:latest` (now `busybox:latest`), a tag kept beside a
+/// digest (now the digest only); keys whose form did not change (`library/a/b:latest`,
+/// `registry.local/app:2`). A record under today's key of busybox sits beside the old one, as a
+/// berth of schema 3 running after the parser changed wrote it.
+fn write_v3(dir: &std::path::Path) -> TaskState {
+    let state = task();
+    let db = Database::create(dir.join(DB_FILE)).expect("create");
+    let txn = db.begin_write().expect("txn");
+    {
+        let mut meta = txn.open_table(META).expect("meta");
+        meta.insert("schema_version", 3u64).expect("insert");
+        let mut tasks = txn.open_table(TASKS).expect("tasks");
+        let rec = TaskRecord {
+            state: state.clone(),
+            cleanup: Default::default(),
+        };
+        let bytes = serde_json::to_vec(&rec).expect("json");
+        tasks
+            .insert(state.id.as_str(), bytes.as_slice())
+            .expect("insert");
+        let mut tracked = txn.open_table(TRACKED).expect("tracked");
+        for (key, value) in [
+            (
+                "library/busybox:latest",
+                r#"{"imageId": "sha256:old", "size": 10, "firstPulled": 100, "lastPulled": 300, "lastUsed": 400, "tasks": ["t1", "t2"]}"#,
+            ),
+            (
+                "busybox:latest",
+                r#"{"imageId": "sha256:new", "size": 20, "firstPulled": 200, "lastPulled": 500, "lastUsed": 600, "tasks": ["t2", "t3"]}"#,
+            ),
+            ("library/a/b:latest", r#"{"lastUsed": 7, "tasks": ["t4"]}"#),
+            (
+                "registry.local/app:1@sha256:0123456789abcdef",
+                r#"{"firstPulled": 5, "lastPulled": 5, "lastUsed": 5}"#,
+            ),
+            ("registry.local/app:2", r#"{"lastUsed": 9}"#),
+        ] {
+            tracked.insert(key, value.as_bytes()).expect("insert");
+        }
+    }
+    txn.commit().expect("commit");
+    state
+}
+
+#[test]
+fn schema_3_tracked_images_are_rekeyed_in_todays_normal_form_and_merged() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = write_v3(dir.path());
+    let store = Store::open(dir.path()).expect("open migrates");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    assert_eq!(store.tasks().expect("tasks")[0].state, state);
+    let tracked = store.tracked_images().expect("tracked");
+    let keys: Vec<&str> = tracked.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "busybox:latest",
+            "library/a/b:latest",
+            "registry.local/app:2",
+            "registry.local/app@sha256:0123456789abcdef",
+        ],
+        "one record per image, each under today's key"
+    );
+    let busybox = &tracked["busybox:latest"];
+    assert_eq!(busybox.first_pulled, Some(100), "the earliest first pull");
+    assert_eq!(busybox.last_pulled, Some(500), "the latest last pull");
+    assert_eq!(busybox.last_used, 600, "the latest last use");
+    assert_eq!(busybox.tasks, ["t1", "t2", "t3"], "the tasks of both");
+    assert_eq!(
+        (busybox.image_id.as_deref(), busybox.size),
+        (Some("sha256:new"), Some(20)),
+        "id and size of the most recent"
+    );
+    assert_eq!(tracked["library/a/b:latest"].tasks, ["t4"]);
+    assert!(store.pulled_before("registry.local/app:1@sha256:0123456789abcdef"));
+    assert!(store.pulled_before("docker.io/library/busybox"));
+    drop(store);
+    let again = Store::open(dir.path()).expect("reopen");
+    assert_eq!(again.tracked_images().expect("tracked"), tracked);
+}

@@ -13,7 +13,8 @@
 //! for SIGKILL, also when a stop's grace period runs out); `start`/`die`/`health`/`destroy` events
 //! arrive on the stream of the task whose `berth.task` label the container carries, and only there;
 //! missing objects are [`RuntimeError::NotFound`], a taken name and removing a volume in use are
-//! [`RuntimeError::Conflict`]; health status in events and in `inspect`; volumes created once,
+//! [`RuntimeError::Conflict`], each naming its object (the container, the create's missing image,
+//! the volume, the image); health status in events and in `inspect`; volumes created once,
 //! checked and removed (idempotently); images present or not, pulled when the registry has them,
 //! a permanent [`RuntimeError::PullFailed`] when it does not; an OOM kill (137) is `oom_killed`
 //! in `inspect` and an ordinary 137 exit is not; an image imported from a root filesystem tar is
@@ -37,7 +38,7 @@ use std::time::Duration;
 use berth_engine::spec::{
     ContainerSpec, HealthSpec, LABEL_CONTAINER, LABEL_TASK, MountKind, MountSpec, VolumeSpec,
 };
-use berth_engine::{Health, Runtime, RuntimeError, RuntimeEvent};
+use berth_engine::{Health, Object, Runtime, RuntimeError, RuntimeEvent};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
@@ -270,13 +271,22 @@ async fn until_exited<R: Runtime>(rt: &R, id: &str) -> berth_engine::ContainerIn
     }
 }
 
-fn assert_kind(result: Result<impl std::fmt::Debug, RuntimeError>, kind: &str, what: &str) {
+/// `result` is the error `kind` ("not found" or "conflict") about `object`.
+fn assert_kind(
+    result: Result<impl std::fmt::Debug, RuntimeError>,
+    kind: &str,
+    object: &Object,
+    what: &str,
+) {
     let ok = match &result {
-        Err(RuntimeError::NotFound(_)) => kind == "not found",
-        Err(RuntimeError::Conflict(_)) => kind == "conflict",
+        Err(RuntimeError::NotFound { object: o, .. }) => kind == "not found" && o == object,
+        Err(RuntimeError::Conflict { object: o, .. }) => kind == "conflict" && o == object,
         _ => false,
     };
-    assert!(ok, "{what}: expected a {kind} error, got {result:?}");
+    assert!(
+        ok,
+        "{what}: expected a {kind} error about {object}, got {result:?}"
+    );
 }
 
 /// Create, inspect, start, inspect, stop, inspect, remove: the life of one container.
@@ -317,7 +327,12 @@ pub async fn container_lifecycle<S: Subject>(subject: &S) {
     rt.remove(&id)
         .await
         .unwrap_or_else(|e| panic!("remove {id}: {e}"));
-    assert_kind(rt.inspect(&id).await, "not found", "inspect after remove");
+    assert_kind(
+        rt.inspect(&id).await,
+        "not found",
+        &Object::Container(id.clone()),
+        "inspect after remove",
+    );
 }
 
 /// A container's own exit code, in the `die` event and in `inspect`.
@@ -506,7 +521,12 @@ pub async fn remove_is_idempotent<S: Subject>(subject: &S) {
     rt.remove(&spec.name)
         .await
         .unwrap_or_else(|e| panic!("remove of a running container by name: {e}"));
-    assert_kind(rt.inspect(&id).await, "not found", "inspect after remove");
+    assert_kind(
+        rt.inspect(&id).await,
+        "not found",
+        &Object::Container(id.clone()),
+        "inspect after remove",
+    );
     rt.remove(&id)
         .await
         .unwrap_or_else(|e| panic!("second remove: {e}"));
@@ -517,10 +537,16 @@ pub async fn remove_is_idempotent<S: Subject>(subject: &S) {
 pub async fn error_kinds<S: Subject>(subject: &S) {
     let rt = subject.runtime();
     let missing = unique("never-created");
-    assert_kind(rt.start(&missing).await, "not found", "start");
-    assert_kind(rt.stop(&missing, 1).await, "not found", "stop");
-    assert_kind(rt.kill(&missing).await, "not found", "kill");
-    assert_kind(rt.inspect(&missing).await, "not found", "inspect");
+    let container = Object::Container(missing.clone());
+    assert_kind(rt.start(&missing).await, "not found", &container, "start");
+    assert_kind(rt.stop(&missing, 1).await, "not found", &container, "stop");
+    assert_kind(rt.kill(&missing).await, "not found", &container, "kill");
+    assert_kind(
+        rt.inspect(&missing).await,
+        "not found",
+        &container,
+        "inspect",
+    );
 
     let task = berth_engine::new_task_id();
     let mut no_image = spec(subject, &task, "noimage", Behaviour::RunsUntilStopped);
@@ -528,6 +554,7 @@ pub async fn error_kinds<S: Subject>(subject: &S) {
     assert_kind(
         rt.create(&no_image).await,
         "not found",
+        &Object::Image(no_image.image.clone()),
         "create with a missing image",
     );
 
@@ -536,6 +563,7 @@ pub async fn error_kinds<S: Subject>(subject: &S) {
     assert_kind(
         rt.create(&spec).await,
         "conflict",
+        &Object::Container(spec.name.clone()),
         "create with a taken name",
     );
     let by_name = inspect(rt, &spec.name).await;
@@ -627,7 +655,7 @@ pub async fn remove_of_a_running_container_kills_it<S: Subject>(subject: &S) {
         .await;
         let seen = match rt.inspect(&id).await {
             Ok(info) => info.removing,
-            Err(RuntimeError::NotFound(_)) => true,
+            Err(RuntimeError::NotFound { .. }) => true,
             Err(e) => panic!("inspect after die: {e}"),
         };
         (die, seen)
@@ -714,6 +742,7 @@ pub async fn volumes<S: Subject>(subject: &S) {
     assert_kind(
         rt.remove_volume(&name).await,
         "conflict",
+        &Object::Volume(name.clone()),
         "remove of a volume a container uses",
     );
     assert!(exists(rt, &name).await, "still there");
@@ -897,12 +926,12 @@ pub async fn image_removal<S: Subject>(subject: &S) {
         .unwrap_or_else(|| panic!("the created container {id} is listed (not running too)"));
     assert_eq!(user.image_id, entry.id, "listed with its image's id");
     assert!(!user.running);
-    match rt.remove_image(&image).await {
-        Err(RuntimeError::Conflict(_)) => {}
-        other => {
-            panic!("removing {image} while a container uses it: expected a conflict, got {other:?}")
-        }
-    }
+    assert_kind(
+        rt.remove_image(&image).await,
+        "conflict",
+        &Object::Image(image.clone()),
+        "removing an image while a container uses it",
+    );
     assert!(
         rt.image_present(&image).await.unwrap_or(false),
         "a refused removal removes nothing"
@@ -925,10 +954,12 @@ pub async fn image_removal<S: Subject>(subject: &S) {
         !listed.iter().any(|i| i.id == entry.id),
         "a removed image is no longer listed"
     );
-    match rt.remove_image(&image).await {
-        Err(RuntimeError::NotFound(_)) => {}
-        other => panic!("removing {image} again: expected not found, got {other:?}"),
-    }
+    assert_kind(
+        rt.remove_image(&image).await,
+        "not found",
+        &Object::Image(image.clone()),
+        "removing an image again",
+    );
 }
 
 /// One `#[tokio::test]` per contract scenario, each on the subject `$subject` (an expression,

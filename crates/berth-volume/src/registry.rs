@@ -265,11 +265,11 @@ impl Registry {
                 }
                 Err(e) => return Err(format!("mount point: {e}")),
             }
-            if m.is_mounted(&path_owned)? {
+            if m.is_mounted(&path_owned).map_err(|e| e.to_string())? {
                 tracing::warn!(path = %path_owned.display(), "already mounted: adopting the existing mount");
                 return Ok(());
             }
-            m.mount(&backend, &path_owned)
+            m.mount(&backend, &path_owned).map_err(|e| e.to_string())
         })
         .await
         .map_err(|reason| Error::Mount {
@@ -288,7 +288,7 @@ impl Registry {
             options: None,
         });
         let path_owned = path.to_path_buf();
-        self.blocking(move |m| m.unmount(&backend, &path_owned))
+        self.blocking(move |m| m.unmount(&backend, &path_owned).map_err(|e| e.to_string()))
             .await
             .map_err(|reason| Error::Unmount {
                 name: name.to_owned(),
@@ -301,10 +301,10 @@ impl Registry {
     pub async fn create(&self, name: &str, opts: BTreeMap<String, String>) -> Result<()> {
         validate_name(name)?;
         let backend = Backend::parse(name, &opts)?;
-        if let Err(reason) = self.mounter.check_available(&backend) {
+        if let Err(e) = self.mounter.check_available(&backend) {
             return Err(Error::InvalidOptions {
                 name: name.to_owned(),
-                reason,
+                reason: e.to_string(),
             });
         }
         let lock = self.lock_volume(name).await;
@@ -402,7 +402,7 @@ impl Registry {
         let check = path.clone();
         let mounted = mounted
             || self
-                .blocking(move |m| m.is_mounted(&check))
+                .blocking(move |m| m.is_mounted(&check).map_err(|e| e.to_string()))
                 .await
                 .unwrap_or(true);
         if mounted {
@@ -711,6 +711,7 @@ fn format_opts(opts: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mounter::MounterError;
     use std::collections::BTreeSet;
 
     const BUSY: &str = "umount: Device or resource busy (os error 16) (EBUSY)";
@@ -722,19 +723,43 @@ mod tests {
     }
 
     impl Mounter for BusyMounter {
-        fn mount(&self, _: &Backend, target: &Path) -> std::result::Result<(), String> {
+        fn mount(&self, _: &Backend, target: &Path) -> std::result::Result<(), MounterError> {
             locked(&self.mounted).insert(target.to_path_buf());
             Ok(())
         }
-        fn unmount(&self, _: &Backend, _: &Path) -> std::result::Result<(), String> {
-            Err(BUSY.to_owned())
+        fn unmount(&self, _: &Backend, target: &Path) -> std::result::Result<(), MounterError> {
+            let busy = berth_fs::MountError {
+                op: berth_fs::MountOp::Unmount,
+                target: target.to_path_buf(),
+                errno: berth_fs::Errno::BUSY,
+            };
+            Err(MounterError::call("umount", target, busy))
         }
-        fn mount_points(&self) -> std::result::Result<Vec<PathBuf>, String> {
+        fn mount_points(&self) -> std::result::Result<Vec<PathBuf>, MounterError> {
             Ok(locked(&self.mounted).iter().cloned().collect())
         }
-        fn check_available(&self, _: &Backend) -> std::result::Result<(), String> {
+        fn check_available(&self, _: &Backend) -> std::result::Result<(), MounterError> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_mounter_error_names_its_mount_point_and_keeps_the_system_words() {
+        let busy = BusyMounter::default()
+            .unmount(
+                &Backend::Tmpfs {
+                    flags: Vec::new(),
+                    data: String::new(),
+                },
+                Path::new("/m/v"),
+            )
+            .unwrap_err();
+        assert_eq!(busy.to_string(), BUSY);
+        assert_eq!(busy.target(), Some(Path::new("/m/v")));
+        assert!(
+            std::error::Error::source(&busy).is_some(),
+            "the errno is the source"
+        );
     }
 
     struct NoSave;

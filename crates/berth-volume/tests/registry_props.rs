@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use berth_volume::mounter::Mounter;
+use berth_volume::mounter::{Mounter, MounterError};
 use berth_volume::options::Backend;
 use berth_volume::persist::{Persister, SaveError};
 use berth_volume::{Error, Registry};
@@ -24,7 +24,7 @@ struct FakeMounter {
 }
 
 impl Mounter for FakeMounter {
-    fn mount(&self, _: &Backend, target: &Path) -> Result<(), String> {
+    fn mount(&self, _: &Backend, target: &Path) -> Result<(), MounterError> {
         if !self.mounted.lock().unwrap().insert(target.to_path_buf()) {
             self.violations
                 .lock()
@@ -33,7 +33,7 @@ impl Mounter for FakeMounter {
         }
         Ok(())
     }
-    fn unmount(&self, _: &Backend, target: &Path) -> Result<(), String> {
+    fn unmount(&self, _: &Backend, target: &Path) -> Result<(), MounterError> {
         if !self.mounted.lock().unwrap().remove(target) {
             self.violations
                 .lock()
@@ -42,10 +42,10 @@ impl Mounter for FakeMounter {
         }
         Ok(())
     }
-    fn mount_points(&self) -> Result<Vec<PathBuf>, String> {
+    fn mount_points(&self) -> Result<Vec<PathBuf>, MounterError> {
         Ok(self.mounted.lock().unwrap().iter().cloned().collect())
     }
-    fn check_available(&self, _: &Backend) -> Result<(), String> {
+    fn check_available(&self, _: &Backend) -> Result<(), MounterError> {
         Ok(())
     }
 }

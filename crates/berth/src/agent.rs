@@ -401,7 +401,7 @@ impl Agent {
             identity: self.identity.clone(),
             container_metadata: self.container_metadata.clone(),
             images: Some(berth_engine::image_use::ImageTracking {
-                leases: self.image_gc.leases.clone(),
+                leases: self.image_gc.leases().clone(),
                 records: self.store.clone(),
             }),
             ..RunConfig::new(self.data_dir.clone())
@@ -536,7 +536,7 @@ impl Agent {
 /// Start the image cleanup's cycle and disk trigger (see `crate::image_gc`), unless turned off.
 fn start_image_gc(agent: &Arc<Agent>) {
     let gc = agent.image_gc.clone();
-    let c = &gc.config;
+    let c = gc.config();
     if !c.enabled {
         tracing::info!(
             "image cleanup is off (--disable-image-cleanup); `berth images prune` still removes candidates"
@@ -557,7 +557,7 @@ fn start_image_gc(agent: &Arc<Agent>) {
         untracked = c.settings.untracked,
         high = c.high,
         low = c.low,
-        data_root = ?gc.data_root,
+        data_root = ?gc.disk_root(),
         "image cleanup on"
     );
     let tasks = {
@@ -726,16 +726,20 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             None
         }
     };
-    let image_gc = Arc::new(crate::image_gc::ImageGc {
-        rt: rt.clone(),
-        store: store.clone(),
-        leases: berth_engine::image_use::ImageLeases::new(),
-        config: gc_config,
-        data_root,
+    let mut image_gc = crate::image_gc::ImageGc::new(
+        rt.clone(),
+        store.clone(),
+        berth_engine::image_use::ImageLeases::new(),
+        gc_config,
+    )
+    .with_observer(Arc::new(crate::image_gc::AgentObserver {
         metrics: metrics.clone(),
         events: events.clone(),
-        busy: tokio::sync::Mutex::new(()),
-    });
+    }));
+    if let Some(root) = data_root {
+        image_gc = image_gc.with_disk(Arc::new(crate::image_gc::DataRoot(root)));
+    }
+    let image_gc = Arc::new(image_gc);
     let agent = Arc::new(Agent {
         rt,
         store: store.clone(),

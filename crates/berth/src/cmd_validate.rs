@@ -112,7 +112,8 @@ fn unreadable_secrets(
         &*provider,
         args.environment_files_dir.as_deref(),
     )
-    .err())
+    .err()
+    .map(|e| e.to_string()))
 }
 
 /// Writes to standard output; a closed pipe (`berth validate ... | head -1`) is not an error.

@@ -1,8 +1,8 @@
-//! The agent's image cleanup: its options (ECS's names accepted), the periodic cycle, the
-//! disk-pressure check, one pass (survey → plan → remove) with its events and metrics, and the
-//! answers of `berth images` / `berth images prune`. The rules are the engine's
-//! (`berth_engine::image_gc`); the race with task starts is closed by the engine's leases
-//! (`berth_engine::image_use`), which every actor of this agent takes.
+//! The agent's image cleanup wiring: its options (ECS's names accepted) made into the engine's
+//! configuration, the disk measurement of the Engine's data root, the observer that turns
+//! removals into events and metrics, and the answers of `berth images` / `berth images prune`.
+//! The race with task starts is closed by the engine's leases (`berth_engine::image_use`), which
+//! every actor of this agent takes.
 //!
 //! Options and defaults, from the ECS agent's `agent/config/config.go` (defaults, minimums) and
 //! `parse.go`, and kubelet's image GC (`--image-gc-high-threshold` 85, `--image-gc-low-threshold`
@@ -20,19 +20,11 @@
 //! | `--image-gc-high-threshold` / `--image-gc-low-threshold` | | 85 / 80 (%) |
 //! | `--image-gc-check-interval` | | 5m |
 //!
-//! ECS's ranges: under the ECS variable names an interval below 10 minutes and a count below 1 are
-//! ignored with a warning (the default is used), as the ECS agent does. berth's own option accepts
-//! an interval from 1 s (below 10 minutes it warns) and refuses a count below 1 with the option's
-//! name. Thresholds are percentages of the Engine's data-root file system (`docker info` →
-//! `DockerRootDir`, measured with `statvfs`); low must not exceed high; 100 turns the disk trigger
-//! off (kubelet's rule). Under pressure (used above high) candidates go, least recently used first,
-//! until the bytes over low are freed (kubelet's amount to free), the per-cycle count not applying.
-//!
-//! Triggers: the cycle runs every interval (the first one an interval after start, like ECS's
-//! ticker); with the `prefer-cached` pull behaviour the cycle is off (ECS: the cached images are
-//! needed), the disk trigger stays. `--disable-image-cleanup` turns both off. `berth images prune`
-//! removes every candidate now, whatever the settings; `--dry-run` only lists them. One pass at a
-//! time.
+//! The rules (ECS's ranges, the thresholds, the bytes disk pressure asks for) and the loop (the
+//! cycle, the disk trigger, one pass at a time, its log) are the engine's
+//! (`berth_engine::image_gc::policy` and `cleaner`); this module reads the options and ECS's
+//! variables into the engine's `Request`, measures the disk for it and turns its removals into
+//! the agent's events and metrics.
 //!
 //! Test seam: `BERTH_TEST_DISK_USAGE_FILE` names a file holding `USED CAPACITY` (bytes); when
 //! set, the disk trigger reads usage from it at each check instead of `statvfs` (tests cannot fill
@@ -42,9 +34,11 @@ use crate::config::{Key, Resolved, duration, strings};
 use crate::metrics::{Metrics, Timed};
 use anyhow::{Context as _, bail};
 use berth_docker::DockerRuntime;
-use berth_engine::image_gc::{self, Decision, Mode, Plan, Settings};
-use berth_engine::image_use::ImageLeases;
-use berth_engine::report::{Report, now_ms, rfc3339};
+use berth_engine::image_gc::policy::DEFAULT_AGE;
+use berth_engine::image_gc::{
+    Config, Decision, DiskUsage, Given, Mode, Observer, Pass, Plan, Removed, Request, Usage,
+};
+use berth_engine::report::{Report, rfc3339};
 use berth_store::Store;
 use clap::FromArgMatches as _;
 use std::path::{Path, PathBuf};
@@ -53,11 +47,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
 
-/// ECS's default cleanup interval and the minimum below which its variable is ignored.
-const DEFAULT_INTERVAL: Duration = Duration::from_secs(30 * 60);
-const ECS_MINIMUM_INTERVAL: Duration = Duration::from_secs(10 * 60);
-const DEFAULT_AGE: Duration = Duration::from_secs(3600);
-const DEFAULT_PER_CYCLE: usize = 5;
+/// The agent's image cleanup: the engine's loop over the timed Docker runtime and the store.
+pub type ImageGc = berth_engine::image_gc::ImageGc<Timed<DockerRuntime>, Store>;
 
 /// The image cleanup options of `berth agent`.
 #[derive(clap::Args, Debug, Clone)]
@@ -236,64 +227,33 @@ fn env_duration(name: &str) -> anyhow::Result<Option<Duration>> {
         .transpose()
 }
 
-/// The cleanup configuration the agent runs with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Automatic cleanup on (the cycle and the disk trigger).
-    pub enabled: bool,
-    pub interval: Duration,
-    pub settings: Settings,
-    pub high: u8,
-    pub low: u8,
-    pub check_interval: Duration,
-}
-
 impl ImageGcArgs {
-    /// The configuration: each option, else its ECS variable, else ECS's default. `pause_images`
-    /// join the exclusion list.
+    /// The configuration: each option, else its ECS variable, else ECS's default, by the
+    /// engine's rules (`berth_engine::image_gc::policy`). `pause_images` join the exclusion list.
     pub fn config(&self, pause_images: &[String]) -> anyhow::Result<Config> {
         let enabled = !(self.disable_image_cleanup || env(ECS_DISABLE).is_some_and(|v| truthy(&v)));
         let interval = match self.image_cleanup_interval {
-            Some(d) if d < Duration::from_secs(1) => {
-                bail!("--image-cleanup-interval {d:?}: use at least 1s (ECS's minimum is 10m)")
-            }
-            Some(d) => {
-                if d < ECS_MINIMUM_INTERVAL {
-                    tracing::warn!(interval = %humantime::format_duration(d), "--image-cleanup-interval is below ECS's 10-minute minimum; berth takes it");
-                }
-                d
-            }
-            None => match env_duration(ECS_INTERVAL)? {
-                Some(d) if d < ECS_MINIMUM_INTERVAL => {
-                    tracing::warn!(value = %humantime::format_duration(d), "ECS_IMAGE_CLEANUP_INTERVAL is below ECS's 10-minute minimum: ignored, as ECS ignores it; using 30m");
-                    DEFAULT_INTERVAL
-                }
-                Some(d) => d,
-                None => DEFAULT_INTERVAL,
-            },
+            Some(d) => Given::Option(d),
+            None => env_duration(ECS_INTERVAL)?.map_or(Given::Unset, Given::Ecs),
         };
-        let age = match self.image_minimum_cleanup_age {
+        let minimum_age = match self.image_minimum_cleanup_age {
             Some(d) => d,
             None => env_duration(ECS_AGE)?.unwrap_or(DEFAULT_AGE),
         };
-        let untracked_age = match self.untracked_image_minimum_cleanup_age {
+        let untracked_minimum_age = match self.untracked_image_minimum_cleanup_age {
             Some(d) => d,
             None => env_duration(ECS_UNTRACKED_AGE)?.unwrap_or(DEFAULT_AGE),
         };
         let per_cycle = match self.images_per_cycle {
-            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            Some(n) => Given::Option(i64::from(n)),
             None => match env(ECS_PER_CYCLE) {
                 Some(v) => match v.trim().parse::<i64>() {
-                    Ok(n) if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
-                    Ok(_) => {
-                        tracing::warn!(value = %v, "ECS_NUM_IMAGES_DELETE_PER_CYCLE is below 1: ignored, as ECS ignores it; using 5");
-                        DEFAULT_PER_CYCLE
-                    }
+                    Ok(n) => Given::Ecs(n),
                     Err(_) => bail!(
                         "ECS_NUM_IMAGES_DELETE_PER_CYCLE={v}: expected a whole number, 1 or more"
                     ),
                 },
-                None => DEFAULT_PER_CYCLE,
+                None => Given::Unset,
             },
         };
         let mut exclude = match &self.image_cleanup_exclude {
@@ -310,54 +270,18 @@ impl ImageGcArgs {
         exclude.extend(pause_images.iter().cloned());
         let untracked =
             self.image_cleanup_untracked || env(ECS_UNTRACKED).is_some_and(|v| truthy(&v));
-        if self.image_gc_low_threshold > self.image_gc_high_threshold {
-            bail!(
-                "--image-gc-low-threshold {} is above --image-gc-high-threshold {}: the low one must be at most the high one",
-                self.image_gc_low_threshold,
-                self.image_gc_high_threshold
-            );
-        }
-        if self.image_gc_check_interval < Duration::from_secs(1) {
-            bail!("--image-gc-check-interval: use at least 1s");
-        }
-        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        Ok(Config {
+        Ok(Config::new(Request {
             enabled,
             interval,
-            settings: Settings {
-                minimum_age_ms: ms(age),
-                untracked_minimum_age_ms: ms(untracked_age),
-                per_cycle,
-                exclude,
-                untracked,
-            },
+            minimum_age,
+            untracked_minimum_age,
+            per_cycle,
+            exclude,
+            untracked,
             high: self.image_gc_high_threshold,
             low: self.image_gc_low_threshold,
             check_interval: self.image_gc_check_interval,
-        })
-    }
-}
-
-/// Disk use of a file system, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
-    pub used: u64,
-    pub capacity: u64,
-}
-
-impl Usage {
-    /// Bytes to free to get from above `high` percent to `low` percent (kubelet's rule), or None
-    /// when the use is not above `high` (or `high` is 100: the trigger is off).
-    pub fn bytes_to_free(self, high: u8, low: u8) -> Option<u64> {
-        if high >= 100 || self.capacity == 0 {
-            return None;
-        }
-        let percent = u128::from(self.used) * 100 / u128::from(self.capacity);
-        if percent <= u128::from(high) {
-            return None;
-        }
-        let target = u128::from(self.capacity) * u128::from(low) / 100;
-        u64::try_from(u128::from(self.used).saturating_sub(target)).ok()
+        })?)
     }
 }
 
@@ -386,130 +310,38 @@ pub fn measure(data_root: &Path) -> anyhow::Result<Usage> {
     })
 }
 
-/// The agent's image cleanup.
-pub struct ImageGc {
-    pub rt: Arc<Timed<DockerRuntime>>,
-    pub store: Arc<Store>,
-    pub leases: Arc<ImageLeases>,
-    pub config: Config,
-    pub data_root: Option<PathBuf>,
+/// The Engine's data root, measured by [`measure`] for the disk trigger.
+pub struct DataRoot(pub PathBuf);
+
+impl DiskUsage for DataRoot {
+    fn root(&self) -> &Path {
+        &self.0
+    }
+
+    fn measure(&self) -> Result<Usage, berth_engine::BoxError> {
+        // anyhow's `{:#}` keeps the context and its cause on one line, as the log showed it.
+        measure(&self.0).map_err(|e| format!("{e:#}").into())
+    }
+}
+
+/// Removals as the agent shows them: `berth_images_removed_total{trigger}`,
+/// `berth_image_bytes_freed_total`, `berth_image_removal_failures_total`, and the
+/// `image-removed` event on the agent's event stream.
+pub struct AgentObserver {
     pub metrics: Arc<Metrics>,
     pub events: broadcast::Sender<String>,
-    /// One pass at a time (the cycle, the disk trigger and `berth images prune`).
-    pub busy: tokio::sync::Mutex<()>,
 }
 
-fn trigger_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Cycle => "cycle",
-        Mode::Pressure { .. } => "disk-pressure",
-        Mode::Prune => "prune",
-    }
-}
-
-/// What one pass did.
-pub struct Pass {
-    pub plan: Plan,
-    pub removed: Vec<image_gc::Removed>,
-}
-
-impl ImageGc {
-    /// Decide, and unless `dry_run` remove, reporting every removal (event, metrics, log).
-    pub async fn pass(
-        &self,
-        mode: Mode,
-        tasks: Vec<(String, String)>,
-        dry_run: bool,
-    ) -> Result<Pass, berth_engine::RuntimeError> {
-        let _one = self.busy.lock().await;
-        let survey = image_gc::survey(&*self.rt, &*self.store).await?;
-        let plan = survey.plan(&tasks, &self.config.settings, mode, now_ms());
-        if dry_run {
-            return Ok(Pass {
-                plan,
-                removed: Vec::new(),
-            });
-        }
-        let removed = image_gc::remove(&*self.rt, &*self.store, &self.leases, &plan).await;
-        let trigger = trigger_name(mode);
-        for r in &removed {
-            let image = r
-                .names
-                .first()
-                .cloned()
-                .unwrap_or_else(|| r.image_id.clone());
-            match &r.error {
-                None => {
-                    tracing::info!(%image, image_id = %r.image_id, bytes = r.bytes, trigger, "image removed");
-                    self.metrics.image_removed(trigger, r.bytes);
-                    let report = Report::ImageRemoved {
-                        time: rfc3339(now_ms()),
-                        image,
-                        image_id: r.image_id.clone(),
-                        names: r.names.clone(),
-                        bytes: r.bytes,
-                        trigger: trigger.to_string(),
-                    };
-                    if let Ok(line) = serde_json::to_string(&report) {
-                        let _ = self.events.send(line);
-                    }
-                }
-                Some(e) => {
-                    tracing::warn!(%image, image_id = %r.image_id, error = %e, trigger, "image not removed");
-                    self.metrics.image_removal_failed();
-                }
-            }
-        }
-        Ok(Pass { plan, removed })
-    }
-
-    /// Bytes to free now, when the data root is above the high threshold.
-    fn pressure(&self) -> Option<u64> {
-        let root = self.data_root.as_deref()?;
-        match measure(root) {
-            Ok(usage) => {
-                let bytes = usage.bytes_to_free(self.config.high, self.config.low);
-                if let Some(b) = bytes {
-                    tracing::info!(data_root = %root.display(), used = usage.used, capacity = usage.capacity, high = self.config.high, low = self.config.low, bytes_to_free = b, "disk pressure: removing images");
-                }
-                bytes
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot measure the Engine's data root");
-                None
-            }
+impl Observer for AgentObserver {
+    fn removed(&self, mode: Mode, outcome: &Removed, report: &Report) {
+        self.metrics.image_removed(mode.trigger(), outcome.bytes);
+        if let Ok(line) = serde_json::to_string(report) {
+            let _ = self.events.send(line);
         }
     }
 
-    /// The cycle and the disk trigger until `stop` is cancelled. `tasks` gives the images of the
-    /// tasks not yet STOPPED at each pass.
-    pub async fn run(
-        self: Arc<Self>,
-        cycle: bool,
-        tasks: impl Fn() -> Vec<(String, String)> + Send + 'static,
-        stop: tokio_util::sync::CancellationToken,
-    ) {
-        let start = tokio::time::Instant::now();
-        let mut cycle_tick =
-            tokio::time::interval_at(start + self.config.interval, self.config.interval);
-        cycle_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let check = self.config.check_interval;
-        let mut disk_tick = tokio::time::interval_at(start + check, check);
-        disk_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let disk = self.config.high < 100 && self.data_root.is_some();
-        loop {
-            let mode = tokio::select! {
-                () = stop.cancelled() => return,
-                _ = cycle_tick.tick(), if cycle => Mode::Cycle,
-                _ = disk_tick.tick(), if disk => match self.pressure() {
-                    Some(bytes_to_free) => Mode::Pressure { bytes_to_free },
-                    None => continue,
-                },
-            };
-            if let Err(e) = self.pass(mode, tasks(), false).await {
-                tracing::warn!(error = %e, trigger = trigger_name(mode), "image cleanup could not look at Docker's images");
-            }
-        }
+    fn not_removed(&self, _mode: Mode, _outcome: &Removed) {
+        self.metrics.image_removal_failed();
     }
 }
 
@@ -643,29 +475,6 @@ mod tests {
             .err()
             .expect("101 refused");
         assert!(e.to_string().contains("--image-gc-high-threshold"), "{e}");
-    }
-
-    #[test]
-    fn pressure_frees_down_to_the_low_threshold() {
-        let u = |used| Usage {
-            used,
-            capacity: 1000,
-        };
-        assert_eq!(
-            u(850).bytes_to_free(85, 80),
-            None,
-            "at high is not above it"
-        );
-        assert_eq!(u(900).bytes_to_free(85, 80), Some(100));
-        assert_eq!(u(999).bytes_to_free(100, 80), None, "100 turns it off");
-        assert_eq!(
-            Usage {
-                used: 0,
-                capacity: 0
-            }
-            .bytes_to_free(85, 80),
-            None
-        );
     }
 
     #[test]

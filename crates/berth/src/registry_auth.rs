@@ -104,8 +104,7 @@ impl RegistryAuthArgs {
     ) -> anyhow::Result<AuthChain> {
         let lookup: berth_engine::auth::SecretLookup = Arc::new(move |reference: &str| {
             let answer = berth_engine::secrets::resolve(&*secrets, reference)
-                .map(|v| v.expose().to_string())
-                .map_err(|e| e.to_string());
+                .map(|v| v.expose().to_string());
             Box::pin(std::future::ready(answer))
         });
         Ok(self.chain()?.with_secrets(lookup))

@@ -8,7 +8,7 @@ use anyhow::anyhow;
 use berth_model::tags::{self, Tag};
 
 /// clap's parser for one `KEY=VALUE`.
-fn parse_tag(text: &str) -> Result<Tag, String> {
+fn parse_tag(text: &str) -> Result<Tag, tags::TagError> {
     tags::parse_key_value(text)
 }
 
@@ -97,8 +97,8 @@ fn from_json(text: &str) -> Result<Vec<Tag>, String> {
                 "the value of {key:?} must be a string, found {value}"
             ));
         };
-        tags::check_key(&key)?;
-        tags::check_value(&value)?;
+        tags::check_key(&key).map_err(|e| e.to_string())?;
+        tags::check_value(&value).map_err(|e| e.to_string())?;
         out.push(Tag::new(key, value));
     }
     Ok(out)

@@ -87,13 +87,13 @@ pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
                     }
                 }
             }
-            Err(RuntimeError::NotFound(_)) if had_id => state.apply(&Event::Vanished {
+            Err(RuntimeError::NotFound { .. }) if had_id => state.apply(&Event::Vanished {
                 container: i,
                 at: now_ms(),
                 reason: "container vanished while the agent was down".into(),
             }),
             // Never created (the crash came before `create`): the engine creates it now.
-            Err(RuntimeError::NotFound(_)) => {}
+            Err(RuntimeError::NotFound { .. }) => {}
             Err(e) => {
                 tracing::warn!(task = %state.id, container = %name, error = %e, "cannot inspect while adopting");
             }
@@ -135,7 +135,7 @@ pub(super) async fn resync<R: Runtime>(rt: &R, state: &mut TaskState) {
                 })
             }
             Ok(_) => None,
-            Err(RuntimeError::NotFound(_)) => Some(Event::Vanished {
+            Err(RuntimeError::NotFound { .. }) => Some(Event::Vanished {
                 container: i,
                 at: now_ms(),
                 reason: VANISHED_REASON.into(),
@@ -204,7 +204,7 @@ pub(super) async fn after_unexpected_die<R: Runtime>(
                 reason,
             });
         }
-        Ok(_) | Err(RuntimeError::NotFound(_)) => true,
+        Ok(_) | Err(RuntimeError::NotFound { .. }) => true,
         Err(_) => false,
     };
     removed.then(|| Event::Vanished {

@@ -85,7 +85,43 @@ pub trait Persist: Send + Sync + 'static {
     fn save(
         &self,
         state: &TaskState,
-    ) -> futures_util::future::BoxFuture<'static, Result<(), String>>;
+    ) -> futures_util::future::BoxFuture<'static, Result<(), PersistError>>;
+}
+
+/// Why a task's state is not durable.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    /// The store refused or failed the save of task `task`; `source` is the store's error.
+    #[error("saving task {task}: {source}")]
+    Save {
+        task: String,
+        #[source]
+        source: crate::BoxError,
+    },
+}
+
+impl PersistError {
+    /// The store's failure of task `task`'s save.
+    pub fn save(task: &str, source: impl Into<crate::BoxError>) -> Self {
+        PersistError::Save {
+            task: task.to_string(),
+            source: source.into(),
+        }
+    }
+
+    /// The task whose state was not saved.
+    pub fn task(&self) -> &str {
+        match self {
+            PersistError::Save { task, .. } => task,
+        }
+    }
+
+    /// The store's own words (what the agent's health shows, beside the task it lists).
+    pub fn cause(&self) -> String {
+        match self {
+            PersistError::Save { source, .. } => source.to_string(),
+        }
+    }
 }
 
 impl RunConfig {

@@ -47,12 +47,7 @@ async fn record_use(tracking: &ImageTracking, image: &str, task: &str) {
         task.to_string(),
     );
     let at = now_ms();
-    let outcome = tokio::task::spawn_blocking(move || {
-        records
-            .used(&image, &task, at)
-            .map_err(|e| format!("{image}: {e}"))
-    })
-    .await;
+    let outcome = tokio::task::spawn_blocking(move || records.used(&image, &task, at)).await;
     match outcome {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "cannot record the image's use"),

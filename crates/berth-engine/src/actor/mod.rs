@@ -13,7 +13,8 @@
 //! The parts, each a module of this directory:
 //! - `run`: the loop ([`run_task`]): subscribing, preparing, step, save, perform, publish, wait;
 //!   commands ([`Command`]), shutdown on [`RunConfig::cancel`], persist before acting;
-//! - `config`: the run's settings ([`RunConfig`]) and the store's seam ([`Persist`]);
+//! - `config`: the run's settings ([`RunConfig`]) and the store's seam ([`Persist`], failing with
+//!   [`PersistError`]);
 //! - `metrics`: [`EngineMetrics`], shared by every task of an agent;
 //! - `effects`: the tracker effects run on and the dispatcher from a decided action to its
 //!   effect, one function each: `pull` (and the pause image), `create`, `start` (start and
@@ -43,7 +44,7 @@ mod values;
 mod volumes;
 
 pub use adoption::adopt;
-pub use config::{DEFAULT_SHUTDOWN_GRACE, Persist, RunConfig};
+pub use config::{DEFAULT_SHUTDOWN_GRACE, Persist, PersistError, RunConfig};
 pub use metrics::EngineMetrics;
 pub use pull::{AUTH_FAILURE_PREFIX, PULL_ABANDONED};
 pub use run::run_task;

@@ -204,7 +204,7 @@ pub async fn run_task<R: Runtime>(
             }
             Err(e) => {
                 EngineMetrics::count(&config.metrics.save_failures);
-                config.metrics.set_degraded(&state.id, &e);
+                config.metrics.set_degraded(&state.id, &e.cause());
                 let delay = save_backoff
                     .get_or_insert_with(|| config.save_retry.backoff())
                     .next_delay();
@@ -329,7 +329,7 @@ async fn save(
     config: &RunConfig,
     state: &TaskState,
     saved: &mut Option<TaskState>,
-) -> Result<(), String> {
+) -> Result<(), super::PersistError> {
     if let Some(p) = &config.persist
         && saved.as_ref() != Some(state)
     {

@@ -39,7 +39,7 @@ fn stop_target(state: &TaskState, i: usize) -> String {
 /// container still running — is a failed stop, which leaves it RUNNING to be stopped again.
 async fn stop_container<R: Runtime>(rt: &R, target: &str, i: usize, timeout_secs: u32) -> Event {
     let stopped = rt.stop(target, timeout_secs).await;
-    if let Err(RuntimeError::NotFound(_)) = stopped {
+    if let Err(RuntimeError::NotFound { .. }) = stopped {
         return Event::Vanished {
             container: i,
             at: now_ms(),
@@ -55,7 +55,7 @@ async fn stop_container<R: Runtime>(rt: &R, target: &str, i: usize, timeout_secs
                 at: info.finished_at.unwrap_or_else(now_ms),
             };
         }
-        (_, Err(RuntimeError::NotFound(_))) => {
+        (_, Err(RuntimeError::NotFound { .. })) => {
             return Event::Vanished {
                 container: i,
                 at: now_ms(),

@@ -33,7 +33,8 @@ pub(super) fn read_secrets_and_environment_files(
         config.environment_files_dir.as_deref(),
     ) {
         Ok(values) => values,
-        Err(reason) => {
+        Err(e) => {
+            let reason = e.to_string();
             // The reason names secrets and places, never a value.
             tracing::warn!(task = %state.id, %reason, "task stopped: secrets or environment files cannot be read");
             state.request_stop(&reason, StopKind::Failed);

@@ -71,7 +71,7 @@ impl Checker {
             return Vec::new();
         };
         if let Err(why) = tags::check_count(items.len()) {
-            self.error(path, why);
+            self.error(path, why.to_string());
         }
         let mut out: Vec<Tag> = Vec::new();
         for (item, ip) in items {
@@ -94,12 +94,12 @@ impl Checker {
                 continue;
             };
             if let Err(why) = tags::check_key(&key) {
-                self.error(&tag_key_path, why);
+                self.error(&tag_key_path, why.to_string());
                 continue;
             }
             let value = value.unwrap_or_default();
             if let Err(why) = tags::check_value(&value) {
-                self.error(key_path(&ip, "value"), why);
+                self.error(key_path(&ip, "value"), why.to_string());
                 continue;
             }
             if out.iter().any(|t| t.key == key) {

@@ -31,7 +31,9 @@ fn cleanup_view(c: &berth_store::Cleanup) -> CleanupView {
     CleanupView::new(c.refused.clone(), c.attempts, c.stopped_at)
 }
 
-fn runtime_error(e: berth_engine::RuntimeError) -> ControlError {
+/// A cleanup pass that could not look at the images (Docker's lists or the tracked images) is a
+/// runtime error to the API, as before the records had their own error.
+fn survey_error(e: berth_engine::image_gc::SurveyError) -> ControlError {
     ControlError::Runtime {
         message: e.to_string(),
     }
@@ -48,7 +50,7 @@ impl ControlPlane for Control {
                 true,
             )
             .await
-            .map_err(runtime_error)?;
+            .map_err(survey_error)?;
         Ok(crate::image_gc::images_view(&pass.plan))
     }
 
@@ -62,7 +64,7 @@ impl ControlPlane for Control {
                 dry_run,
             )
             .await
-            .map_err(runtime_error)?;
+            .map_err(survey_error)?;
         Ok(crate::image_gc::prune_response(&pass, dry_run))
     }
 
