@@ -264,7 +264,6 @@ fn serve(mut conn: UnixStream, s: &Shared) {
         .next()
         .unwrap_or_default()
         .to_string();
-    lock(&s.seen).push(line.clone());
     let mut words = line.split_whitespace();
     let method = words.next().unwrap_or_default().to_string();
     let target = words.next().unwrap_or_default().to_string();
@@ -276,6 +275,8 @@ fn serve(mut conn: UnixStream, s: &Shared) {
     if fault.is_some() {
         s.faulted.fetch_add(1, Ordering::SeqCst);
     }
+    // Recorded after the fault is counted, so a test that has seen the call also sees it counted.
+    lock(&s.seen).push(line.clone());
     match fault {
         Some(Fault::Refuse) => {
             let body = r#"{"message":"engine proxy: this call is refused for the test"}"#;
