@@ -19,6 +19,8 @@
 //! - [`placement`]: constraints and strategies as pure functions;
 //! - [`service`]: ECS's service rules (counts, percentages, deployments, what an update changes),
 //!   for the CLI that writes a service and the controller that acts on it;
+//! - [`run_task`]: ECS's RunTask/StopTask rules for tasks outside a service (how many at once,
+//!   what a user's stop says);
 //! - [`reconcile`]: the controller's decisions as one pure function (closing, services, placement);
 //! - [`store`]: the etcd client: connection, leases, node records, drains, paged reads, watches,
 //!   statuses;
@@ -40,6 +42,7 @@ pub mod node;
 pub mod placement;
 pub mod reconcile;
 pub mod record;
+pub mod run_task;
 pub mod service;
 pub mod store;
 pub mod txns;

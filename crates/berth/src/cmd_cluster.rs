@@ -8,18 +8,15 @@
 
 use crate::output::{Output, table};
 use anyhow::{Context as _, bail};
-use berth_cluster::now_ms;
 use berth_cluster::record::{
-    Constraint, DesiredStatus, LastStatus, Resources, StopCode, Strategy, TaskRecord,
+    Constraint, DesiredStatus, LastStatus, Resources, Strategy, TaskRecord,
 };
 use berth_cluster::store::{Cluster, Versioned, parse_endpoints};
 use berth_cluster::view::ClusterView;
+use berth_cluster::{now_ms, run_task};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// ECS RunTask's `count` limit.
-pub const MAX_COUNT: u32 = 10;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConnArgs {
@@ -158,9 +155,7 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
             placement_strategy,
             conn,
         } => {
-            if !(1..=MAX_COUNT).contains(&count) {
-                bail!("--count: {count} is out of range; start 1 to {MAX_COUNT} tasks at a time");
-            }
+            berth_cluster::run_task::check_count(count)?;
             let constraints: Vec<Constraint> =
                 json_option("placement-constraints", placement_constraints.as_deref())?;
             let strategy: Vec<Strategy> =
@@ -398,8 +393,8 @@ async fn stop(task: &str, conn: &ConnArgs) -> anyhow::Result<ExitCode> {
             || cluster
                 .stop(
                     found,
-                    "Task stopped by user",
-                    StopCode::UserInitiated,
+                    run_task::USER_STOP_REASON,
+                    run_task::USER_STOP_CODE,
                     now_ms(),
                 )
                 .await?;

@@ -1147,7 +1147,7 @@ const SETTLE_PASSES: usize = 4 * 8 + RETENTION_PASSES as usize + 8;
 /// The model's retention, in passes of one second.
 const RETENTION_PASSES: u64 = 5;
 const STEP_MS: u64 = 1_000;
-const USER_STOP: &str = "Task stopped by user";
+const USER_STOP: &str = crate::run_task::USER_STOP_REASON;
 
 /// The simulated cluster: the view as etcd would hold it after each write.
 struct Sim {
