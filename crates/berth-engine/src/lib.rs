@@ -5,7 +5,7 @@
 //! place by [`create_spec`]), the agent's ECS identity and its ARNs
 //! ([`identity`]), the secret provider seam
 //! ([`secrets`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]), image references read by Docker's rules ([`image_ref`]), the reports people and tools read ([`report`]) and berth's offline pause image
-//! ([`pause_image`]).
+//! ([`pause_image`], imported by [`pause_provision`]).
 //!
 //! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never
 //! unmounts or deletes directory trees itself ([`cleanup`] asks `berth-fs`).
@@ -27,6 +27,7 @@ pub mod image_ref;
 pub mod image_use;
 pub mod pause;
 pub mod pause_image;
+pub mod pause_provision;
 pub mod pull;
 pub mod report;
 pub mod restart;

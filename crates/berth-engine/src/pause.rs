@@ -15,7 +15,7 @@
 //! Pure, and importing nothing of the crate: the task state ([`crate::state`]) builds on it, so
 //! nothing here may reach the runtime. Its create spec is [`crate::spec::pause_spec`]; making its
 //! image present (importing berth's own, or pulling the operator's `--pause-image`) is the
-//! actor's pull effect, through [`crate::pause_image::ensure_pause_image`].
+//! actor's pull effect, through [`crate::pause_provision::ensure_pause_image`].
 
 use berth_model::{ContainerDefinition, IpcMode, NetworkMode, PidMode, TaskDefinition};
 

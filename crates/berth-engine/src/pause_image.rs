@@ -1,6 +1,8 @@
 //! berth's own *pause* image, made offline: the tiny program that holds a task's shared
 //! namespaces (network, and optionally PID and IPC) while the task's containers join it with
-//! `container:<pause>`, and the one call that provisions it in the container engine.
+//! `container:<pause>`. Provisioning it in the container engine is
+//! [`crate::pause_provision`]'s, so this module, which the create spec names the image from,
+//! reaches no runtime code.
 //!
 //! This module owns:
 //! - the pause program, a static x86_64 Linux ELF executable assembled here from hand-written
@@ -10,18 +12,14 @@
 //! - its image: the name [`image_name`] (`berth/pause:1-<first 12 hex of the program's sha256>`,
 //!   so a berth whose program differs never takes another berth's image for its own), the root
 //!   filesystem [`rootfs_tar`] (one file, `/pause`) and the Dockerfile instructions of the import
-//!   [`import_changes`];
-//! - [`ensure_pause_image`]: import the image through [`Runtime::import_image`] unless the engine
-//!   has it already.
+//!   [`import_changes`].
 //!
-//! Everything but [`ensure_pause_image`] is pure; the actor's pull effect of the pause container
-//! calls it (the repository name, [`PAUSE_REPOSITORY`], is [`crate::pause`]'s, which the task
-//! state imports: so the state never reaches this module's runtime call). The program exists for
+//! All of it is pure (the repository name, [`PAUSE_REPOSITORY`], is [`crate::pause`]'s, which the
+//! task state imports). The program exists for
 //! x86_64 only: elsewhere [`rootfs_tar`] answers [`PauseImageError::UnsupportedArch`], which names
 //! the agent option (`--pause-image`) that gives berth a pause image of one's own.
 
 pub use crate::pause::PAUSE_REPOSITORY;
-use crate::runtime::{Runtime, RuntimeError};
 use sha2::{Digest, Sha256};
 
 /// The version of the image's layout (file name, import changes); the tag's first part.
@@ -242,28 +240,6 @@ pub fn import_changes() -> Vec<String> {
         format!("CMD [\"{PROGRAM_PATH}\"]"),
         "LABEL berth.pause=1".to_string(),
     ]
-}
-
-/// Makes sure the engine has the built-in pause image, importing it when it is absent; returns
-/// its name. Imports from this process are serialized (the check and the import under one lock),
-/// so tasks starting together import it once and leave no untagged copy. Two berth processes may
-/// still both import it: harmless (each import makes an image of the same files; the last one
-/// gets the name, the other is left untagged, a few hundred bytes that `docker image prune`
-/// removes, and a container made from it in between keeps running).
-pub async fn ensure_pause_image<R: Runtime>(rt: &R) -> Result<String, RuntimeError> {
-    static IMPORTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    let image = image_name();
-    if rt.image_present(&image).await? {
-        return Ok(image);
-    }
-    let _one_at_a_time = IMPORTING.lock().await;
-    if rt.image_present(&image).await? {
-        return Ok(image);
-    }
-    let rootfs = rootfs_tar().map_err(|e| RuntimeError::Other(e.to_string()))?;
-    tracing::info!(%image, "importing berth's pause image");
-    rt.import_image(&image, rootfs, import_changes()).await?;
-    Ok(image)
 }
 
 #[cfg(test)]

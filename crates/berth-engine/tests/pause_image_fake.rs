@@ -3,7 +3,8 @@
 
 use berth_engine::Runtime;
 use berth_engine::fake::FakeRuntime;
-use berth_engine::pause_image::{PAUSE_REPOSITORY, ensure_pause_image, image_name};
+use berth_engine::pause_image::{PAUSE_REPOSITORY, image_name};
+use berth_engine::pause_provision::ensure_pause_image;
 
 #[tokio::test]
 async fn the_pause_image_is_imported_on_first_use_only() {

@@ -580,7 +580,7 @@ mod tests {
         let m = Metrics::new(Arc::default());
         let fake = berth_engine::fake::FakeRuntime::new();
         let timed = Timed::new(fake.clone(), &m);
-        let image = berth_engine::pause_image::ensure_pause_image(&timed)
+        let image = berth_engine::pause_provision::ensure_pause_image(&timed)
             .await
             .expect("imported");
         assert_eq!(fake.imports(), 1, "the call reached the wrapped runtime");

@@ -258,6 +258,63 @@ fn the_engine_and_the_api_know_traits_not_docker_or_the_database() {
 }
 
 #[test]
+fn the_engines_pure_core_reaches_no_runtime_code() {
+    // The decision core and what builds a create spec are pure: no runtime call, no actor, no
+    // async. (berth's pause image is named by the spec and imported by `pause_provision`, kept
+    // apart so the state and the spec never reach the runtime.)
+    let src = crates()["berth-engine"].join("src");
+    let pure = [
+        "state.rs",
+        "decide.rs",
+        "restart.rs",
+        "pause.rs",
+        "pause_image.rs",
+        "spec.rs",
+        "create_spec.rs",
+        "firelens.rs",
+        "container_metadata.rs",
+        "gpu.rs",
+        "image_ref.rs",
+    ];
+    let needles = [
+        "crate::actor",
+        "crate::pause_provision",
+        "crate::fake",
+        "Runtime>",
+        ": Runtime",
+        "impl Runtime",
+        "async fn",
+        "tokio::",
+        ".await",
+    ];
+    let mut broken = Vec::new();
+    for file in pure {
+        let path = src.join(file);
+        assert!(
+            path.is_file(),
+            "{} is gone: update this list",
+            path.display()
+        );
+        let text = std::fs::read_to_string(&path).expect("read source");
+        for (n, line) in text.lines().enumerate() {
+            let c = code(line);
+            for needle in needles {
+                if c.contains(needle) {
+                    broken.push(format!(
+                        "crates/berth-engine/src/{file}:{}: `{needle}`",
+                        n + 1
+                    ));
+                }
+            }
+        }
+    }
+    check(
+        "the engine's decision core and create-spec modules are pure (no runtime call, actor or async)",
+        broken,
+    );
+}
+
+#[test]
 fn the_rules_see_what_they_claim_to() {
     // The checks above must not pass by reading nothing: the owners do use what they own.
     let c = crates();

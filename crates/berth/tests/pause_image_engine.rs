@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use berth_docker::DockerRuntime;
 use berth_engine::Runtime;
-use berth_engine::pause_image::{ensure_pause_image, image_name};
+use berth_engine::pause_image::image_name;
+use berth_engine::pause_provision::ensure_pause_image;
 use berth_testkit::{ContainerGuard, docker_cli as docker, require_image, test_image, unique_name};
 
 /// Removes berth's real pause image when dropped, but only when this test imported it (an image

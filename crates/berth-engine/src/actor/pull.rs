@@ -1,7 +1,7 @@
 //! The pull effect: obtain a container's image according to the pull behaviour, with its registry
 //! login, reporting the pull's phases and progress; given up (its request to Docker dropped) once
 //! the task is stopping. The pause container's "pull" provisions its image instead: berth's own,
-//! imported offline when the Engine lacks it ([`crate::pause_image::ensure_pause_image`]), or the
+//! imported offline when the Engine lacks it ([`crate::pause_provision::ensure_pause_image`]), or the
 //! operator's `--pause-image`, pulled like any image.
 //!
 //! A login that cannot be found stops the task whatever the behaviour (ECS's
@@ -12,7 +12,7 @@
 use super::effects::Context;
 use crate::auth::{AuthError, RegistryAuth, RegistryAuthResolver};
 use crate::decide::Event;
-use crate::pause_image;
+use crate::pause_provision;
 use crate::pull::{self as pulls, AfterFailure, PullBehavior, PullRecord};
 use crate::report::{self, PullPhase, Report, now_ms};
 use crate::runtime::{PullProgress, Runtime};
@@ -89,7 +89,7 @@ fn provide_pause_image<R: Runtime>(cx: &Context<'_, R>, i: usize) {
     let rt = cx.rt.clone();
     let tx = cx.effects.results.clone();
     cx.effects.spawn(async move {
-        let ev = match pause_image::ensure_pause_image(&*rt).await {
+        let ev = match pause_provision::ensure_pause_image(&*rt).await {
             Ok(_) => Event::Pulled {
                 container: i,
                 at: now_ms(),
