@@ -864,11 +864,15 @@ mod tests {
             parse_endpoints("http://127.0.0.1:2379, http://10.0.0.2:2379/").unwrap(),
             ["http://127.0.0.1:2379", "http://10.0.0.2:2379"]
         );
+        assert_eq!(
+            parse_endpoints("https://a:2379,https://b:2379").unwrap(),
+            ["https://a:2379", "https://b:2379"]
+        );
         for (bad, wanted) in [
             ("127.0.0.1:2379", "is not an etcd client URL"),
-            ("https://a:1", "is not an etcd client URL"),
+            ("unix://a:1", "is not an etcd client URL"),
             ("http://a", "has no port"),
-            ("http://a:port", "is not http://HOST:PORT"),
+            ("http://a:port", "is not https://HOST:PORT"),
             ("", "no etcd endpoint"),
         ] {
             let err = parse_endpoints(bad).unwrap_err();
