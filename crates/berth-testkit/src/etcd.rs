@@ -40,6 +40,8 @@ pub struct EtcdCluster {
     log_dir: PathBuf,
     token: String,
     tls: Option<TlsFiles>,
+    /// More options for every member ([`EtcdCluster::start_tls_with`]).
+    extra: Vec<String>,
 }
 
 /// The certificates of a TLS cluster (PEM files in the cluster's temporary directory): the CA
@@ -210,7 +212,7 @@ impl EtcdCluster {
     /// When `etcd` is not installed, a member cannot start, or the cluster is not healthy in time
     /// (with the tail of each member's log).
     pub fn start(prefix: &str, size: usize) -> EtcdCluster {
-        EtcdCluster::start_with(prefix, size, false)
+        EtcdCluster::start_with(prefix, size, false, &[])
     }
 
     /// As [`EtcdCluster::start`], with TLS on the client URLs (`https://127.0.0.1:PORT`, the
@@ -222,10 +224,16 @@ impl EtcdCluster {
     ///
     /// As [`EtcdCluster::start`]; also when `openssl` cannot make the certificates.
     pub fn start_tls(prefix: &str, size: usize) -> EtcdCluster {
-        EtcdCluster::start_with(prefix, size, true)
+        EtcdCluster::start_with(prefix, size, true, &[])
     }
 
-    fn start_with(prefix: &str, size: usize, tls: bool) -> EtcdCluster {
+    /// As [`EtcdCluster::start_tls`], with more options for every member (e.g.
+    /// `--auth-token-ttl 1`).
+    pub fn start_tls_with(prefix: &str, size: usize, extra: &[&str]) -> EtcdCluster {
+        EtcdCluster::start_with(prefix, size, true, extra)
+    }
+
+    fn start_with(prefix: &str, size: usize, tls: bool, extra: &[&str]) -> EtcdCluster {
         let found = Command::new("etcd")
             .arg("--version")
             .stdout(Stdio::null())
@@ -266,6 +274,7 @@ impl EtcdCluster {
             dir,
             log_dir,
             tls,
+            extra: extra.iter().map(|e| (*e).to_owned()).collect(),
         };
         for i in 0..size {
             cluster.spawn(i, "new");
@@ -328,6 +337,7 @@ impl EtcdCluster {
             .args(["--initial-cluster-token", &self.token])
             // Short heartbeats: a lost member's leadership moves within a second or two.
             .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -406,6 +416,37 @@ impl EtcdCluster {
             ));
         }
         line
+    }
+
+    /// Runs every line of `lines` (each starting with [`EtcdCluster::etcdctl_command`], as
+    /// `berth cluster auth-setup` prints them) with etcdctl; a `user add NAME` gets the password
+    /// `password(NAME)` on its standard input.
+    ///
+    /// # Panics
+    ///
+    /// When a line does not start with the command, or etcdctl fails (with its output).
+    pub fn run_setup(&self, lines: &[String], password: impl Fn(&str) -> String) {
+        let prefix = format!("{} ", self.etcdctl_command());
+        for line in lines {
+            let rest = line
+                .strip_prefix(&prefix)
+                .unwrap_or_else(|| panic!("not an etcdctl line of this cluster: {line:?}"));
+            let mut words: Vec<&str> = rest.split_whitespace().collect();
+            let mut stdin = String::new();
+            if words.starts_with(&["user", "add"]) && words.len() > 2 {
+                // Not asked on a terminal: the password on standard input.
+                stdin = format!("{}\n", password(words[2]));
+                words.push("--interactive=false");
+            }
+            let out = self.etcdctl(&words, &stdin);
+            if !out.status.success() {
+                panic!(
+                    "etcdctl {words:?}: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
     }
 
     /// Runs `etcdctl ARGS` (after [`EtcdCluster::etcdctl_command`]'s options) with `stdin` on

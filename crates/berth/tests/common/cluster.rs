@@ -41,6 +41,11 @@ pub fn berth(args: &[&str]) -> Output {
         .expect("run berth")
 }
 
+/// The password of etcd user `user` in a TLS fleet.
+fn password(user: &str) -> String {
+    format!("pw-{user}-{}", std::process::id())
+}
+
 /// A path as the UTF-8 string a command line takes.
 pub fn path_str(path: &Path) -> &str {
     path.to_str().expect("UTF-8 path")
@@ -379,32 +384,20 @@ impl Fleet {
             "auth-setup: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let prefix = format!("{ctl} ");
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let rest = line
-                .strip_prefix(&prefix)
-                .unwrap_or_else(|| panic!("auth-setup printed {line:?}"));
-            let mut words: Vec<&str> = rest.split_whitespace().collect();
-            let mut password = String::new();
-            if words.starts_with(&["user", "add"]) {
-                // Not asked on a terminal: the password on standard input.
-                let user = words[2].to_owned();
-                password = format!("pw-{user}-{}", std::process::id());
-                let file = fleet.dir.path().join(format!("{user}.password"));
-                std::fs::write(&file, format!("{password}\n")).expect("password file");
-                fleet.passwords.insert(user, file);
-                words.push("--interactive=false");
-            }
-            // `auth enable` comes last: no command needs root's password.
-            let all = words;
-            let out = fleet.etcd.etcdctl(&all, &format!("{password}\n"));
-            assert!(
-                out.status.success(),
-                "etcdctl {all:?}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+        let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        for user in lines.iter().filter_map(|l| {
+            let rest = l.strip_prefix(&format!("{ctl} user add "))?;
+            Some(rest.trim().to_owned())
+        }) {
+            let file = fleet.dir.path().join(format!("{user}.password"));
+            std::fs::write(&file, format!("{}\n", password(&user))).expect("password file");
+            fleet.passwords.insert(user, file);
         }
+        // `auth enable` comes last: no command needs root's password.
+        fleet.etcd.run_setup(&lines, password);
         fleet
     }
 
