@@ -3,8 +3,9 @@
 //! cluster auth-setup` prints (`Fleet::start_secure`): a controller, a node agent and the CLI,
 //! each as its role's user, place and run a task; a command without credentials, or with a
 //! wrong password, is refused saying why; a node's user cannot create a service (etcd refuses,
-//! berth says which user and where the roles are); and every process refuses a plain etcd
-//! unless `--etcd-insecure`, which it then warns about. Run: `scripts/test -p berth --test
+//! berth says which user and where the roles are); every process refuses a plain etcd unless
+//! `--etcd-insecure`, which it then warns about; and a user given to an etcd whose authentication
+//! is off is refused. Run: `scripts/test -p berth --test
 //! cluster_security` (Docker, the test images, etcd, openssl).
 
 mod common;
@@ -289,4 +290,34 @@ fn a_plain_etcd_is_refused_without_etcd_insecure_and_warned_about_with_it() {
             "{what}: {text}"
         );
     }
+
+    // TLS and a user, but etcd's authentication is off: refused, not taken for secure.
+    let tls_etcd = berth_testkit::etcd::EtcdCluster::start_tls("etcd-noauth", 1);
+    let tls = tls_etcd.tls().expect("TLS");
+    let password = dir.path().join("pw");
+    std::fs::write(&password, "whatever\n").expect("write");
+    let out = berth_bare(&[
+        "cluster",
+        "ps",
+        "--etcd",
+        &tls_etcd.endpoints(),
+        "--etcd-cacert",
+        path_str(&tls.ca),
+        "--etcd-cert",
+        path_str(&tls.client_cert),
+        "--etcd-key",
+        path_str(&tls.client_key),
+        "--etcd-user",
+        "berth-operator",
+        "--etcd-password-file",
+        path_str(&password),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "etcd has authentication turned off: anyone who reaches it controls every node"
+        ),
+        "{err}"
+    );
 }
