@@ -21,6 +21,8 @@ const WHAT: &str = "the controller's lease";
 /// TTL); [`Leadership::resign`] hands over at once.
 pub struct Leadership {
     lease: LeaseSession,
+    /// The election key etcd made for this campaign (under the lease).
+    key: Vec<u8>,
 }
 
 impl Leadership {
@@ -29,8 +31,13 @@ impl Leadership {
         self.lease.lost().await;
     }
 
-    /// Gives up leadership now: the lease is revoked, and with it the election key.
+    /// Gives up leadership now: the election key is deleted, then the lease revoked. The key
+    /// goes first because etcd-client sends a lease revocation without the user's token, and
+    /// with authentication on etcd revokes a lease only when the sender may write every key
+    /// under it: a lease without keys.
     pub async fn resign(self) -> Result<(), ClusterError> {
+        let cluster = self.lease.cluster().clone();
+        cluster.delete_key("resign", self.key.clone()).await?;
         self.lease.revoke().await
     }
 }
@@ -46,12 +53,16 @@ pub async fn campaign(
     loop {
         let mut lease = LeaseSession::grant(cluster, ttl, WHAT).await?;
         loop {
+            cluster.authenticated().await?;
             let (member, mut client) = cluster.client();
             let id = lease.id();
             // No call timeout here: waiting for the current leader to go is the point.
             tokio::select! {
                 r = client.campaign(keys::ELECTION, who, id) => match r {
-                    Ok(_) => return Ok(Leadership { lease }),
+                    Ok(r) => {
+                        let key = r.leader().map(|l| l.key().to_vec()).unwrap_or_default();
+                        return Ok(Leadership { lease, key });
+                    }
                     Err(e) if crate::store::retriable(&e) => {
                         tracing::warn!(error = %e, "campaign interrupted; campaigning again");
                         cluster.fail_over(member);

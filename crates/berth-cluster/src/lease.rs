@@ -98,6 +98,11 @@ impl LeaseSession {
         }
     }
 
+    /// The cluster the lease is held in.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
     /// The lease's id.
     pub fn id(&self) -> i64 {
         self.id

@@ -12,6 +12,8 @@
 //!
 //! Modules:
 //! - [`keys`]: the key layout (docs/cluster.md);
+//! - [`connect`]: how etcd is reached (TLS, user, the refusal of an insecure etcd) and the roles
+//!   each process needs;
 //! - [`record`]: the typed JSON values;
 //! - [`view`]: the whole cluster at one revision, and how watch events change it;
 //! - [`demand`]: what a task reserves;
@@ -22,7 +24,7 @@
 //! - [`run_task`]: ECS's RunTask/StopTask rules for tasks outside a service (how many at once,
 //!   what a user's stop says);
 //! - [`reconcile`]: the controller's decisions as one pure function (closing, services, placement);
-//! - [`store`]: the etcd client: connection, leases, node records, drains, paged reads, watches,
+//! - [`store`]: the etcd client: connection (with [`connect`]'s settings), leases, node records, drains, paged reads, watches,
 //!   statuses;
 //! - [`txns`]: the guarded transactions that change tasks and services;
 //! - [`controller`]: the controller's pass (plan, then execute) and its watch-fed mirror;
@@ -32,6 +34,7 @@
 //! - [`node`]: a node agent's registration, assignment watch and status reports, over the
 //!   [`node::Local`] side that runs the tasks.
 
+pub mod connect;
 pub mod controller;
 pub mod demand;
 pub mod election;

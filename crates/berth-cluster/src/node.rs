@@ -256,16 +256,16 @@ enum End {
 
 /// Runs the node until `shutdown`: connects (again and again while etcd does not answer), then
 /// one session per lease. Errors are logged and retried, never returned: a node agent outlives
-/// any outage of etcd.
+/// any outage of etcd. `etcd` says how to reach it (its rule already applied by the caller).
 pub async fn run<L: Local>(
-    endpoints: Vec<String>,
+    etcd: crate::connect::Settings,
     config: NodeConfig,
     local: Arc<L>,
     shutdown: CancellationToken,
 ) {
     let mut delays = CONNECT_RETRY.backoff();
     let cluster = loop {
-        match Cluster::connect(&endpoints).await {
+        match Cluster::open(&etcd).await {
             Ok(c) => break c,
             Err(e) => {
                 tracing::warn!(error = %e, node = %config.name, "cannot reach etcd; trying again");

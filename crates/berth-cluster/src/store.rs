@@ -19,6 +19,7 @@
 //! retries on its own beyond a call that never reached a member: the caller's loop does, with
 //! the next read.
 
+use crate::connect::Settings;
 use crate::keys;
 use crate::record::{self, Assignment, DecodeError, DrainRecord, NodeRecord, StatusRecord};
 use crate::view::ClusterView;
@@ -73,6 +74,18 @@ pub enum ClusterError {
     /// The watch stream ended or was cancelled (a member lost, the connection cut).
     #[error("etcd at {endpoints}: the watch ended ({why})")]
     WatchEnded { endpoints: String, why: String },
+    /// The connection's options or files are wrong ([`crate::connect::Settings::load`]).
+    #[error("{0}")]
+    Settings(String),
+    /// etcd refused access: authentication off, a wrong password, no credentials, a permission
+    /// the user's role lacks ([`crate::connect::explain`] says which, and what to do).
+    #[error("etcd at {endpoints} refused {what}: {error}; {hint}")]
+    Denied {
+        endpoints: String,
+        what: &'static str,
+        error: etcd_client::Error,
+        hint: String,
+    },
 }
 
 /// The largest answer berth takes from etcd (tonic's default is 4 MiB, which a view of a few
@@ -82,26 +95,30 @@ pub const MAX_ANSWER: usize = 256 * 1024 * 1024;
 /// Keys per page when a prefix is read ([`Cluster::view`]); every page at the same revision.
 pub const PAGE: i64 = 2000;
 
-/// Reads `--etcd`: comma-separated `http://host:port` URLs (at least one). The error names the
-/// option and says what a good value looks like.
+/// Reads `--etcd`: comma-separated `https://host:port` (or, with `--etcd-insecure`,
+/// `http://host:port`) URLs, at least one. The error names the option and says what a good value
+/// looks like.
 pub fn parse_endpoints(text: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let rest = part.strip_prefix("http://").ok_or_else(|| {
-            format!(
-                "--etcd: {part:?} is not an etcd client URL; write http://HOST:PORT[,http://HOST:PORT…] (berth speaks plain HTTP to etcd)"
-            )
-        })?;
+        let rest = part
+            .strip_prefix("https://")
+            .or_else(|| part.strip_prefix("http://"))
+            .ok_or_else(|| {
+                format!(
+                    "--etcd: {part:?} is not an etcd client URL; write https://HOST:PORT[,https://HOST:PORT…]"
+                )
+            })?;
         let (host, port) = rest.trim_end_matches('/').rsplit_once(':').ok_or_else(|| {
             format!("--etcd: {part:?} has no port; write http://HOST:PORT (etcd's default is 2379)")
         })?;
         if host.is_empty() || port.parse::<u16>().is_err() {
-            return Err(format!("--etcd: {part:?} is not http://HOST:PORT"));
+            return Err(format!("--etcd: {part:?} is not https://HOST:PORT"));
         }
         out.push(part.trim_end_matches('/').to_owned());
     }
     if out.is_empty() {
-        return Err("--etcd: no etcd endpoint given; write http://HOST:PORT[,…]".to_owned());
+        return Err("--etcd: no etcd endpoint given; write https://HOST:PORT[,…]".to_owned());
     }
     Ok(out)
 }
@@ -147,6 +164,18 @@ pub struct Cluster {
     /// [`CALL_TIMEOUT`] (wrong endpoints, or etcd not started, fail fast), afterwards within
     /// [`RETRY_WINDOW`] (a member lost, an election).
     answered: Arc<AtomicBool>,
+    /// The etcd user and password (`--etcd-user`), None without authentication.
+    user: Option<Arc<(String, String)>>,
+    /// Per member: whether its client holds a token of `user` (authenticated lazily, before the
+    /// first call that goes to it, and again when etcd says the token is no longer valid: a
+    /// simple token expires on a member that has not seen it used for a while).
+    authenticated: Arc<Vec<AtomicBool>>,
+}
+
+/// Whether etcd refused a call because the token it carried is unknown or expired there
+/// (authenticating again mends it).
+fn stale_token(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if s.message().contains("invalid auth token"))
 }
 
 /// A value with the revision etcd last changed it at.
@@ -161,15 +190,29 @@ impl Cluster {
     /// tried again later), and calls go to one member at a time, the next one after a failure
     /// (as etcd's own Go client pins an endpoint). A balanced channel over all of them keeps
     /// choosing a member that is down: it fails at once, so it always looks least loaded.
+    ///
+    /// Plain HTTP, no user: [`Cluster::open`] connects with the options' TLS and user.
     pub async fn connect(endpoints: &[String]) -> Result<Cluster, ClusterError> {
+        Cluster::open(&Settings::insecure(endpoints.to_vec())).await
+    }
+
+    /// Connects as [`Cluster::connect`] does, with `settings`' TLS (CA, client certificate) and
+    /// user (authenticated with each member before its first call). Does not apply
+    /// [`Settings::check`]'s rule: the caller does, and logs its warnings.
+    pub async fn open(settings: &Settings) -> Result<Cluster, ClusterError> {
+        let endpoints = &settings.endpoints;
+        let credentials = settings.load().map_err(ClusterError::Settings)?;
         let joined = endpoints.join(",");
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
             .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
             .with_keep_alive_while_idle(true)
             // A member cut off from the others answers nothing (a watch on it is cancelled)
             // rather than serving what it had when it lost the leader.
             .with_require_leader(true);
+        if let Some(tls) = credentials.tls {
+            options = options.with_tls(tls);
+        }
         let mut clients = Vec::with_capacity(endpoints.len());
         for endpoint in endpoints {
             let client = tokio::time::timeout(
@@ -196,11 +239,56 @@ impl Cluster {
         // Spread processes over the members from the start.
         let first = usize::try_from(std::process::id()).unwrap_or(0) % clients.len();
         Ok(Cluster {
+            authenticated: Arc::new(clients.iter().map(|_| AtomicBool::new(false)).collect()),
             clients: Arc::new(clients),
             current: Arc::new(AtomicUsize::new(first)),
             endpoints: joined,
             answered: Arc::new(AtomicBool::new(false)),
+            user: credentials.user.map(Arc::new),
         })
+    }
+
+    /// The error of a call etcd answered with `error`: [`ClusterError::Denied`] when it refused
+    /// access.
+    fn refused(&self, what: &'static str, error: etcd_client::Error) -> ClusterError {
+        match crate::connect::explain(&error, self.user.as_ref().map(|u| u.0.as_str())) {
+            Some(hint) => ClusterError::Denied {
+                endpoints: self.endpoints.clone(),
+                what,
+                error,
+                hint,
+            },
+            None => ClusterError::Etcd {
+                endpoints: self.endpoints.clone(),
+                error,
+            },
+        }
+    }
+
+    /// Authenticates member `member`'s client when a user is set and it holds no token yet.
+    async fn authenticate(&self, member: usize, client: &Client) -> Result<(), etcd_client::Error> {
+        let Some(user) = &self.user else {
+            return Ok(());
+        };
+        if self.authenticated[member].load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        // The clone shares the client's token: calls through either carry the new one.
+        client
+            .clone()
+            .update_user(Some((user.0.clone(), user.1.clone())))
+            .await?;
+        self.authenticated[member].store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Makes sure the member calls go to now holds a token (for the calls this module does not
+    /// wrap: the election's campaign).
+    pub(crate) async fn authenticated(&self) -> Result<(), ClusterError> {
+        self.call("authenticate", |_| async {
+            Ok::<(), etcd_client::Error>(())
+        })
+        .await
     }
 
     /// The member calls go to now, and its client.
@@ -250,7 +338,11 @@ impl Cluster {
             let now = tokio::time::Instant::now();
             let attempt = (now + CALL_TIMEOUT).min(window.max(now + Duration::from_millis(1)));
             let (member, client) = self.pinned();
-            match tokio::time::timeout_at(attempt, f(client)).await {
+            let run = async {
+                self.authenticate(member, &client).await?;
+                f(client).await
+            };
+            match tokio::time::timeout_at(attempt, run).await {
                 Err(_) if tokio::time::Instant::now() + Duration::from_millis(100) < window => {
                     tracing::debug!(what, "no answer from etcd in time; trying the next member");
                     self.fail_over(member);
@@ -262,6 +354,14 @@ impl Cluster {
                         endpoints: self.endpoints.clone(),
                         what,
                     });
+                }
+                Ok(Err(e)) if stale_token(&e) && tokio::time::Instant::now() < window => {
+                    tracing::debug!(
+                        what,
+                        member,
+                        "etcd no longer knows this client's token; authenticating again"
+                    );
+                    self.authenticated[member].store(false, Ordering::Relaxed);
                 }
                 Ok(Err(e)) if retriable(&e) && tokio::time::Instant::now() < failing => {
                     tracing::debug!(what, error = %e, "etcd call failed; trying the next member");
@@ -275,10 +375,7 @@ impl Cluster {
                     if r.is_ok() {
                         self.answered.store(true, Ordering::Relaxed);
                     }
-                    return r.map_err(|source| ClusterError::Etcd {
-                        endpoints: self.endpoints.clone(),
-                        error: source,
-                    });
+                    return r.map_err(|source| self.refused(what, source));
                 }
             }
         }
@@ -336,6 +433,23 @@ impl Cluster {
     pub async fn revoke(&self, lease: i64) -> Result<(), ClusterError> {
         self.call("lease revoke", |mut c| async move {
             c.lease_revoke(lease).await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes one key (none there is fine).
+    pub(crate) async fn delete_key(
+        &self,
+        what: &'static str,
+        key: Vec<u8>,
+    ) -> Result<(), ClusterError> {
+        if key.is_empty() {
+            return Ok(());
+        }
+        self.call(what, |mut c| {
+            let key = key.clone();
+            async move { c.delete(key, None).await }
         })
         .await?;
         Ok(())
@@ -750,11 +864,15 @@ mod tests {
             parse_endpoints("http://127.0.0.1:2379, http://10.0.0.2:2379/").unwrap(),
             ["http://127.0.0.1:2379", "http://10.0.0.2:2379"]
         );
+        assert_eq!(
+            parse_endpoints("https://a:2379,https://b:2379").unwrap(),
+            ["https://a:2379", "https://b:2379"]
+        );
         for (bad, wanted) in [
             ("127.0.0.1:2379", "is not an etcd client URL"),
-            ("https://a:1", "is not an etcd client URL"),
+            ("unix://a:1", "is not an etcd client URL"),
             ("http://a", "has no port"),
-            ("http://a:port", "is not http://HOST:PORT"),
+            ("http://a:port", "is not https://HOST:PORT"),
             ("", "no etcd endpoint"),
         ] {
             let err = parse_endpoints(bad).unwrap_err();

@@ -178,7 +178,7 @@ impl Running {
     fn start(etcd: &EtcdCluster, config: NodeConfig, local: &Arc<FakeLocal>) -> Running {
         let stop = CancellationToken::new();
         let handle = tokio::spawn(node::run(
-            etcd.endpoint_list(),
+            berth_cluster::connect::Settings::insecure(etcd.endpoint_list()),
             config,
             local.clone(),
             stop.clone(),

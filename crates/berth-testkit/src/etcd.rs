@@ -7,8 +7,14 @@
 //! Per test rather than one cluster for the whole run: tests stay independent (no shared keys, no
 //! test sees another's lost member), and a cluster starts in well under a second here.
 //!
+//! [`EtcdCluster::start_tls`] serves the client URLs with TLS (a CA, a server certificate and a
+//! client certificate made for the test with the `openssl` command in the cluster's temporary
+//! directory: [`TlsFiles`]) and etcd's `--client-cert-auth`; [`EtcdCluster::etcdctl`] runs
+//! `etcdctl` against it, e.g. to set up users and roles and turn authentication on. Health is
+//! read on a plain-HTTP metrics URL of each member either way.
+//!
 //! Invariant: an [`EtcdCluster`] never outlives its value: dropping it kills every member and
-//! removes the data directories. When `etcd` is missing, `start` panics saying how to install it
+//! removes the data directories (and the certificates). When `etcd` is missing, `start` panics saying how to install it
 //! (no test passes by skipping its work).
 
 use std::io::{Read as _, Write as _};
@@ -22,6 +28,8 @@ struct Member {
     name: String,
     client_port: u16,
     peer_port: u16,
+    /// Plain HTTP `/health` (and `/metrics`), whether or not clients get TLS.
+    metrics_port: u16,
     child: Option<Child>,
 }
 
@@ -31,6 +39,123 @@ pub struct EtcdCluster {
     dir: tempfile::TempDir,
     log_dir: PathBuf,
     token: String,
+    tls: Option<TlsFiles>,
+    /// More options for every member ([`EtcdCluster::start_tls_with`]).
+    extra: Vec<String>,
+}
+
+/// The certificates of a TLS cluster (PEM files in the cluster's temporary directory): the CA
+/// that signed the others, the members' server certificate (for 127.0.0.1) and a client
+/// certificate signed by the same CA (common name `berth-test-client`, no etcd user of that name).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+/// Runs `openssl ARGS` in `dir`; panics with its output when it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running openssl (Debian: apt-get install openssl): {e}"));
+    if !out.status.success() {
+        panic!(
+            "openssl {}: {}\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl TlsFiles {
+    /// Makes a CA, a server certificate for 127.0.0.1/localhost and a client certificate in
+    /// `dir` (P-256 keys, valid two days).
+    fn make(dir: &Path) -> TlsFiles {
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec!["req", "-x509"];
+        ca.extend(ec);
+        ca.extend([
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=berth-test-ca",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        openssl(dir, &ca);
+        for (name, cn, ext) in [
+            (
+                "server",
+                "127.0.0.1",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature\n",
+            ),
+            (
+                "client",
+                "berth-test-client",
+                "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
+            ),
+        ] {
+            let ext_file = format!("{name}.ext");
+            std::fs::write(dir.join(&ext_file), ext)
+                .unwrap_or_else(|e| panic!("writing {ext_file}: {e}"));
+            let (key, csr, pem) = (
+                format!("{name}.key"),
+                format!("{name}.csr"),
+                format!("{name}.pem"),
+            );
+            let subj = format!("/CN={cn}");
+            let mut req = vec!["req"];
+            req.extend(ec);
+            req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
+            openssl(dir, &req);
+            openssl(
+                dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    "ca.pem",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-out",
+                    &pem,
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &ext_file,
+                ],
+            );
+        }
+        TlsFiles {
+            ca: dir.join("ca.pem"),
+            server_cert: dir.join("server.pem"),
+            server_key: dir.join("server.key"),
+            client_cert: dir.join("client.pem"),
+            client_key: dir.join("client.key"),
+        }
+    }
 }
 
 /// The directory of the member logs: `target/berth-test-logs/etcd/` of the workspace.
@@ -87,6 +212,28 @@ impl EtcdCluster {
     /// When `etcd` is not installed, a member cannot start, or the cluster is not healthy in time
     /// (with the tail of each member's log).
     pub fn start(prefix: &str, size: usize) -> EtcdCluster {
+        EtcdCluster::start_with(prefix, size, false, &[])
+    }
+
+    /// As [`EtcdCluster::start`], with TLS on the client URLs (`https://127.0.0.1:PORT`, the
+    /// certificates in [`EtcdCluster::tls`]) and `--client-cert-auth`: a client must present a
+    /// certificate signed by the test's CA. Authentication is off until the test turns it on
+    /// (`etcdctl auth enable` through [`EtcdCluster::etcdctl`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`EtcdCluster::start`]; also when `openssl` cannot make the certificates.
+    pub fn start_tls(prefix: &str, size: usize) -> EtcdCluster {
+        EtcdCluster::start_with(prefix, size, true, &[])
+    }
+
+    /// As [`EtcdCluster::start_tls`], with more options for every member (e.g.
+    /// `--auth-token-ttl 1`).
+    pub fn start_tls_with(prefix: &str, size: usize, extra: &[&str]) -> EtcdCluster {
+        EtcdCluster::start_with(prefix, size, true, extra)
+    }
+
+    fn start_with(prefix: &str, size: usize, tls: bool, extra: &[&str]) -> EtcdCluster {
         let found = Command::new("etcd")
             .arg("--version")
             .stdout(Stdio::null())
@@ -105,20 +252,29 @@ impl EtcdCluster {
         let log_dir = log_dir();
         std::fs::create_dir_all(&log_dir)
             .unwrap_or_else(|e| panic!("creating {}: {e}", log_dir.display()));
-        let ports = free_ports(2 * size);
+        let ports = free_ports(3 * size);
         let members = (0..size)
             .map(|i| Member {
                 name: format!("{prefix}-{i}"),
-                client_port: ports[2 * i],
-                peer_port: ports[2 * i + 1],
+                client_port: ports[3 * i],
+                peer_port: ports[3 * i + 1],
+                metrics_port: ports[3 * i + 2],
                 child: None,
             })
             .collect();
+        let tls = tls.then(|| {
+            let certs = dir.path().join("certs");
+            std::fs::create_dir(&certs)
+                .unwrap_or_else(|e| panic!("creating {}: {e}", certs.display()));
+            TlsFiles::make(&certs)
+        });
         let mut cluster = EtcdCluster {
             members,
             token: format!("{prefix}-{}", std::process::id()),
             dir,
             log_dir,
+            tls,
+            extra: extra.iter().map(|e| (*e).to_owned()).collect(),
         };
         for i in 0..size {
             cluster.spawn(i, "new");
@@ -153,14 +309,27 @@ impl EtcdCluster {
         let err = out
             .try_clone()
             .unwrap_or_else(|e| panic!("opening {}: {e}", log.display()));
-        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        let child = Command::new("etcd")
+        let metrics = format!("http://127.0.0.1:{}", m.metrics_port);
+        let mut cmd = Command::new("etcd");
+        if let Some(tls) = &self.tls {
+            cmd.arg("--cert-file")
+                .arg(&tls.server_cert)
+                .arg("--key-file")
+                .arg(&tls.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--client-cert-auth");
+        }
+        let child = cmd
             .args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&data)
             .args(["--listen-client-urls", &client])
             .args(["--advertise-client-urls", &client])
+            .args(["--listen-metrics-urls", &metrics])
             .args(["--listen-peer-urls", &peer])
             .args(["--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &initial])
@@ -168,6 +337,7 @@ impl EtcdCluster {
             .args(["--initial-cluster-token", &self.token])
             // Short heartbeats: a lost member's leadership moves within a second or two.
             .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -182,7 +352,7 @@ impl EtcdCluster {
             let live: Vec<usize> = (0..self.members.len())
                 .filter(|&i| self.members[i].child.is_some())
                 .collect();
-            if live.iter().all(|&i| healthy(self.members[i].client_port)) {
+            if live.iter().all(|&i| healthy(self.members[i].metrics_port)) {
                 return;
             }
             for &i in &live {
@@ -218,12 +388,90 @@ impl EtcdCluster {
         self.endpoint_list().join(",")
     }
 
-    /// The client URLs, one per member.
+    /// The client URLs, one per member (`https://` with TLS).
     pub fn endpoint_list(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.members
             .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{scheme}://127.0.0.1:{}", m.client_port))
             .collect()
+    }
+
+    /// The certificates of a cluster started with [`EtcdCluster::start_tls`].
+    pub fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// The `etcdctl` command line that reaches this cluster: its endpoints and, with TLS, the CA
+    /// and the client certificate (as `berth cluster auth-setup --etcdctl` takes it; no space in
+    /// any path of a temporary directory).
+    pub fn etcdctl_command(&self) -> String {
+        let mut line = format!("etcdctl --endpoints={}", self.endpoints());
+        if let Some(tls) = &self.tls {
+            line.push_str(&format!(
+                " --cacert={} --cert={} --key={}",
+                tls.ca.display(),
+                tls.client_cert.display(),
+                tls.client_key.display()
+            ));
+        }
+        line
+    }
+
+    /// Runs every line of `lines` (each starting with [`EtcdCluster::etcdctl_command`], as
+    /// `berth cluster auth-setup` prints them) with etcdctl; a `user add NAME` gets the password
+    /// `password(NAME)` on its standard input.
+    ///
+    /// # Panics
+    ///
+    /// When a line does not start with the command, or etcdctl fails (with its output).
+    pub fn run_setup(&self, lines: &[String], password: impl Fn(&str) -> String) {
+        let prefix = format!("{} ", self.etcdctl_command());
+        for line in lines {
+            let rest = line
+                .strip_prefix(&prefix)
+                .unwrap_or_else(|| panic!("not an etcdctl line of this cluster: {line:?}"));
+            let mut words: Vec<&str> = rest.split_whitespace().collect();
+            let mut stdin = String::new();
+            if words.starts_with(&["user", "add"]) && words.len() > 2 {
+                // Not asked on a terminal: the password on standard input.
+                stdin = format!("{}\n", password(words[2]));
+                words.push("--interactive=false");
+            }
+            let out = self.etcdctl(&words, &stdin);
+            if !out.status.success() {
+                panic!(
+                    "etcdctl {words:?}: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+
+    /// Runs `etcdctl ARGS` (after [`EtcdCluster::etcdctl_command`]'s options) with `stdin` on
+    /// its standard input; its output, whatever its status.
+    pub fn etcdctl(&self, args: &[&str], stdin: &str) -> std::process::Output {
+        let command = self.etcdctl_command();
+        let mut words = command.split_whitespace();
+        let program = words.next().unwrap_or("etcdctl");
+        let mut child = Command::new(program)
+            .args(words)
+            .args(args)
+            .env("ETCDCTL_API", "3")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("running etcdctl (Debian: apt-get install etcd-client): {e}")
+            });
+        if let Some(mut input) = child.stdin.take() {
+            let _ = input.write_all(stdin.as_bytes());
+        }
+        child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("waiting for etcdctl: {e}"))
     }
 
     /// The client addresses (`127.0.0.1:PORT`), one per member: the targets of a

@@ -273,7 +273,12 @@ async fn main() {
             lease_ttl: Duration::from_secs(10),
             stop_wait: Duration::from_secs(5),
         };
-        tokio::spawn(node::run(endpoints.clone(), config, local, stop.clone()));
+        tokio::spawn(node::run(
+            berth_cluster::connect::Settings::insecure(endpoints.clone()),
+            config,
+            local,
+            stop.clone(),
+        ));
     }
     let t = Instant::now();
     loop {

@@ -842,7 +842,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     if let (Some((endpoints, config)), Some((name, changes))) =
         (node_config, agent.cluster_node.clone())
     {
-        tracing::info!(node = %name, etcd = %endpoints.join(","), lease_ttl = ?config.lease_ttl, cpu = config.capacity.cpu, memory_mib = config.capacity.memory_mib, "joining the cluster as a node");
+        tracing::info!(node = %name, etcd = %endpoints.endpoints.join(","), tls = endpoints.cacert.is_some(), user = endpoints.user.as_deref().unwrap_or("-"), lease_ttl = ?config.lease_ttl, cpu = config.capacity.cpu, memory_mib = config.capacity.memory_mib, "joining the cluster as a node");
         let local = Arc::new(node::Node {
             agent: agent.clone(),
             name,

@@ -3,7 +3,9 @@
 //! their node, service and status, `nodes` the registered nodes with what is reserved on them
 //! (both from one read of the whole cluster at one revision), `stop` asks a task to stop,
 //! `drain` asks for a node to take no new task (or no longer, `--undo`); `service` is
-//! [`crate::cmd_cluster_service`]. Text tables for people, `--output json` (one JSON document)
+//! [`crate::cmd_cluster_service`]; `auth-setup` prints the etcdctl commands of berth's etcd roles
+//! (berth-cluster's `connect::setup_commands`). Every command that connects takes
+//! [`crate::etcd_args::EtcdArgs`]. Text tables for people, `--output json` (one JSON document)
 //! for tools. See docs/cluster.md.
 
 use crate::output::{Output, table};
@@ -11,7 +13,7 @@ use anyhow::{Context as _, bail};
 use berth_cluster::record::{
     Constraint, DesiredStatus, LastStatus, Resources, Strategy, TaskRecord,
 };
-use berth_cluster::store::{Cluster, Versioned, parse_endpoints};
+use berth_cluster::store::{Cluster, Versioned};
 use berth_cluster::view::ClusterView;
 use berth_cluster::{now_ms, run_task};
 use std::collections::BTreeMap;
@@ -20,9 +22,8 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ConnArgs {
-    /// The etcd cluster's client URLs, comma-separated: http://HOST:PORT[,http://HOST:PORT…].
-    #[arg(long, env = "BERTH_ETCD", value_name = "ENDPOINTS")]
-    pub etcd: String,
+    #[command(flatten)]
+    pub etcd: crate::etcd_args::EtcdArgs,
     /// `text` for people (tables), `json` for tools.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -88,6 +89,22 @@ pub enum ClusterCommand {
         #[command(subcommand)]
         command: crate::cmd_cluster_service::ServiceCommand,
     },
+    /// Print the etcdctl commands that set up etcd's authentication for berth: a root user,
+    /// the roles `berth-controller`, `berth-operator` and `berth-node-NODE` (one per node) with
+    /// the key prefixes each may read and write, a user per role, and `auth enable`. Connects to
+    /// nothing.
+    #[command(
+        name = "auth-setup",
+        after_help = "Examples:\n  berth cluster auth-setup --node ip-10-0-0-7 --node ip-10-0-0-8 \\\n    --etcdctl 'etcdctl --endpoints https://10.0.0.1:2379 --cacert ca.pem'\n\netcdctl asks each user's password. Run them against an etcd served with TLS; see\ndocs/cluster.md, \"Security model\"."
+    )]
+    AuthSetup {
+        /// A node of the cluster (repeatable): it gets a role and user of its own.
+        #[arg(long = "node", value_name = "NAME", add = crate::config::Key::command_line_only())]
+        nodes: Vec<String>,
+        /// The etcdctl command with its connection options, as each printed line starts.
+        #[arg(long, value_name = "COMMAND", default_value = "etcdctl", add = crate::config::Key::command_line_only())]
+        etcdctl: String,
+    },
     /// Drain a node: no new task is placed on it (--undo: it takes tasks again).
     Drain {
         node: String,
@@ -107,8 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) async fn connect(conn: &ConnArgs) -> anyhow::Result<Cluster> {
-    let endpoints = parse_endpoints(&conn.etcd).map_err(anyhow::Error::msg)?;
-    Ok(Cluster::connect(&endpoints).await?)
+    Ok(Cluster::open(&conn.etcd.required()?).await?)
 }
 
 /// Reads a JSON array option; the error names the option and the JSON path.
@@ -199,6 +215,16 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Nodes { conn } => nodes(&conn).await,
         ClusterCommand::Stop { task, conn } => stop(&task, &conn).await,
         ClusterCommand::Service { command } => crate::cmd_cluster_service::run(command).await,
+        ClusterCommand::AuthSetup { nodes, etcdctl } => {
+            for node in &nodes {
+                berth_cluster::keys::check_name("node", node)
+                    .map_err(|e| anyhow::anyhow!("--node: {e}"))?;
+            }
+            for line in berth_cluster::connect::setup_commands(&etcdctl, &nodes) {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         ClusterCommand::Drain { node, undo, conn } => {
             berth_cluster::keys::check_name("node", &node).map_err(anyhow::Error::msg)?;
             let cluster = connect(&conn).await?;

@@ -8,16 +8,15 @@
 
 use anyhow::Context as _;
 use berth_cluster::controller;
-use berth_cluster::store::{Cluster, parse_endpoints};
+use berth_cluster::store::Cluster;
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The etcd cluster's client URLs, comma-separated: http://HOST:PORT[,http://HOST:PORT…].
-    #[arg(long, env = "BERTH_ETCD", value_name = "ENDPOINTS")]
-    pub etcd: String,
+    #[command(flatten)]
+    pub etcd: crate::etcd_args::EtcdArgs,
     /// This controller's name in the election (default: the host name and process id).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -59,9 +58,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     if args.interval.is_zero() {
         anyhow::bail!("--interval: must be more than 0s, e.g. 1s");
     }
-    let endpoints = parse_endpoints(&args.etcd).map_err(anyhow::Error::msg)?;
+    let settings = args.etcd.required()?;
     let name = args.name.clone().unwrap_or_else(default_name);
-    let cluster = Cluster::connect(&endpoints).await?;
+    let cluster = Cluster::open(&settings).await?;
     // SIGTERM or SIGINT: the controller stops campaigning, or resigns if it leads.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;

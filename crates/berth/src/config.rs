@@ -1413,6 +1413,16 @@ mod tests {
         #[cfg(feature = "cluster")]
         want.extend([
             ("etcd", Value, vec!["BERTH_ETCD"]),
+            ("etcd-cacert", Value, vec!["BERTH_ETCD_CACERT"]),
+            ("etcd-cert", Value, vec!["BERTH_ETCD_CERT"]),
+            ("etcd-key", Value, vec!["BERTH_ETCD_KEY"]),
+            ("etcd-user", Value, vec!["BERTH_ETCD_USER"]),
+            (
+                "etcd-password-file",
+                Value,
+                vec!["BERTH_ETCD_PASSWORD_FILE"],
+            ),
+            ("etcd-insecure", Switch, vec!["BERTH_ETCD_INSECURE"]),
             ("node", Value, vec!["BERTH_NODE"]),
             ("node-lease-ttl", Value, vec![]),
             ("node-cpu", Value, vec![]),
@@ -1501,14 +1511,25 @@ mod tests {
         cluster_commands_take_etcd(&root, taken, same);
     }
 
-    /// `berth controller` and every `berth cluster …` command take the file's `etcd` alone.
+    /// `berth controller` and every `berth cluster …` command that connects take the file's
+    /// etcd keys alone (`auth-setup` connects to nothing and takes none).
     #[cfg(feature = "cluster")]
     fn cluster_commands_take_etcd(
         root: &Command,
         taken: impl Fn(&[&str]) -> BTreeSet<(String, String)>,
         same: impl Fn(&[&str]) -> BTreeSet<(String, String)>,
     ) {
-        assert_eq!(taken(&["controller"]), same(&["etcd"]));
+        let etcd = [
+            "etcd",
+            "etcd-cacert",
+            "etcd-cert",
+            "etcd-key",
+            "etcd-user",
+            "etcd-password-file",
+            "etcd-insecure",
+        ];
+        assert_eq!(taken(&["controller"]), same(&etcd));
+        assert!(taken(&["cluster", "auth-setup"]).is_empty());
         let cluster = root.find_subcommand("cluster").expect("cluster");
         assert!(taken(&["cluster"]).is_empty());
         for sub in cluster.get_subcommands() {
@@ -1517,13 +1538,13 @@ mod tests {
                 for leaf in sub.get_subcommands() {
                     assert_eq!(
                         taken(&["cluster", name, leaf.get_name()]),
-                        same(&["etcd"]),
+                        same(&etcd),
                         "{name} {}",
                         leaf.get_name()
                     );
                 }
-            } else {
-                assert_eq!(taken(&["cluster", name]), same(&["etcd"]), "{name}");
+            } else if name != "auth-setup" {
+                assert_eq!(taken(&["cluster", name]), same(&etcd), "{name}");
             }
         }
     }
@@ -1590,7 +1611,11 @@ mod tests {
             .filter(|(_, arg)| kind_of(arg, &key_of(arg)) == Kind::Switch)
             .filter_map(|(_, arg)| arg.get_long().map(str::to_owned))
             .collect();
-        assert_eq!(switches.len(), 5, "{switches:?}");
+        assert_eq!(
+            switches.len(),
+            5 + usize::from(cfg!(feature = "cluster")),
+            "{switches:?}"
+        );
         for long in switches {
             let argv = ["berth".into(), "agent".into(), format!("--{long}=false")];
             crate::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("--{long}=false: {e}"));
@@ -1648,9 +1673,11 @@ mod tests {
         let etcd = |args: &[&str], env: &[&str]| -> String {
             let argv = layered(args, file, env).expect("layered");
             match crate::Cli::try_parse_from(argv).map(|c| c.command) {
-                Ok(crate::Command::Controller(c)) => c.etcd,
+                Ok(crate::Command::Controller(c)) => c.etcd.etcd.unwrap_or_default(),
                 Ok(crate::Command::Cluster(c)) => match c.command {
-                    crate::cmd_cluster::ClusterCommand::Ps { conn } => conn.etcd,
+                    crate::cmd_cluster::ClusterCommand::Ps { conn } => {
+                        conn.etcd.etcd.unwrap_or_default()
+                    }
                     other => panic!("not ps: {other:?}"),
                 },
                 other => panic!("{other:?}"),

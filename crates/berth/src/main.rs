@@ -17,6 +17,8 @@ mod config;
 mod container_metadata;
 mod datadir;
 mod docker_timeouts;
+#[cfg(feature = "cluster")]
+mod etcd_args;
 mod identity;
 mod image_gc;
 mod input;

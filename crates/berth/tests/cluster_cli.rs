@@ -1164,7 +1164,7 @@ fn node_options_are_refused_with_their_name_and_a_data_directory_keeps_its_node(
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let etcd = ["--etcd", "http://127.0.0.1:1"];
+    let etcd = ["--etcd", "http://127.0.0.1:1", "--etcd-insecure"];
     for (extra, wanted) in [
         (vec!["--node", "n1"], "--etcd"),
         (vec!["--node", "a/b"], "--node: node \"a/b\" contains '/'"),
@@ -1223,7 +1223,7 @@ fn node_options_are_refused_with_their_name_and_a_data_directory_keeps_its_node(
     });
     let _ = first.kill();
     let _ = first.wait();
-    let (ok, err) = agent(&[etcd[0], etcd[1], "--node", "n2"]);
+    let (ok, err) = agent(&[etcd[0], etcd[1], etcd[2], "--node", "n2"]);
     assert!(!ok);
     assert!(
         err.contains("belongs to cluster node \"n1\"") && err.contains("--node n1"),

@@ -1,4 +1,5 @@
-//! The agent as a cluster node (`berth agent --etcd ENDPOINTS --node NAME`): its options, and its
+//! The agent as a cluster node (`berth agent --etcd ENDPOINTS --node NAME`, with the etcd options
+//! of [`crate::etcd_args::EtcdArgs`]): its options, and its
 //! side of berth-cluster's node loop ([`berth_cluster::node::Local`]) over the agent's task
 //! table, actors and state store. The node loop (registration, lease, assignment watch, status
 //! reports) is berth-cluster's; this module only runs tasks (through the agent's one
@@ -29,11 +30,9 @@ pub const LABEL_SERVICE: &str = "berth.service";
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct NodeArgs {
-    /// Join a berth cluster as a node: etcd's client URLs, comma-separated
-    /// (http://HOST:PORT[,…]). Tasks then come from the cluster (`berth cluster submit`,
-    /// services), not from `berth submit`. Needs --node.
-    #[arg(long, env = "BERTH_ETCD", value_name = "ENDPOINTS", requires = "node")]
-    pub etcd: Option<String>,
+    /// etcd (`--etcd` joins the cluster as a node, with --node), its TLS and user.
+    #[command(flatten)]
+    pub etcd: crate::etcd_args::EtcdArgs,
 
     /// This node's name in the cluster (letters, digits, '-', '_', '.'; the host name is a good
     /// one). A data directory serves one node name for good.
@@ -84,11 +83,16 @@ impl NodeArgs {
     pub fn config(
         &self,
         identity: &berth_engine::Identity,
-    ) -> anyhow::Result<Option<(Vec<String>, NodeConfig)>> {
-        let (Some(etcd), Some(name)) = (&self.etcd, &self.node) else {
+    ) -> anyhow::Result<Option<(berth_cluster::connect::Settings, NodeConfig)>> {
+        let Some(name) = &self.node else {
+            if self.etcd.etcd.is_some() {
+                bail!("--etcd: an agent joins a cluster as a node: give --node NAME too");
+            }
             return Ok(None);
         };
-        let endpoints = berth_cluster::store::parse_endpoints(etcd).map_err(|e| anyhow!(e))?;
+        let Some(endpoints) = self.etcd.settings()? else {
+            return Ok(None);
+        };
         berth_cluster::keys::check_name("node", name).map_err(|e| anyhow!("--node: {e}"))?;
         if self.node_lease_ttl < Duration::from_secs(2) {
             bail!(

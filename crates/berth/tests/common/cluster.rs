@@ -28,14 +28,27 @@ pub const BERTH: &str = env!("CARGO_BIN_EXE_berth");
 /// How often [`wait_until`] looks again.
 const POLL: Duration = Duration::from_millis(200);
 
-/// `berth ARGS`, without the cluster variables of the caller's environment.
+/// `berth ARGS`, without the cluster variables of the caller's environment, with
+/// `BERTH_ETCD_INSECURE=true` (the tests' plain etcd; a TLS fleet's commands give their
+/// credentials, [`Fleet::etcd_args`]).
 pub fn berth(args: &[&str]) -> Output {
     Command::new(BERTH)
         .args(args)
         .env_remove("BERTH_ETCD")
         .env_remove("BERTH_CLUSTER")
+        .env("BERTH_ETCD_INSECURE", "true")
         .output()
         .expect("run berth")
+}
+
+/// The password of etcd user `user` in a TLS fleet.
+fn password(user: &str) -> String {
+    format!("pw-{user}-{}", std::process::id())
+}
+
+/// A path as the UTF-8 string a command line takes.
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
 }
 
 /// The JSON document a successful command printed.
@@ -168,6 +181,7 @@ impl Controller {
             .args(["controller", "--etcd", endpoints, "--name", name])
             .args(args)
             .env_remove("BERTH_ETCD")
+            .env("BERTH_ETCD_INSECURE", "true")
             .env("BERTH_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -274,6 +288,9 @@ impl NodeOpts {
     /// The agent's arguments for node `name` reaching etcd at `etcd`.
     fn agent_args(&self, name: &str, etcd: &str) -> Vec<String> {
         let mut args: Vec<String> = ["--etcd", etcd, "--node", name].map(str::to_owned).to_vec();
+        // The tests' plain etcd (a TLS fleet's nodes give their credentials too, which make it
+        // moot).
+        args.push("--etcd-insecure".to_owned());
         if let Some(ttl) = &self.lease_ttl {
             args.extend(["--node-lease-ttl".to_owned(), ttl.clone()]);
         }
@@ -323,6 +340,8 @@ pub struct Fleet {
     /// Controller logs and task definition files.
     pub dir: tempfile::TempDir,
     label: String,
+    /// With TLS and authentication ([`Fleet::start_secure`]): each etcd user's password file.
+    passwords: BTreeMap<String, PathBuf>,
 }
 
 impl Fleet {
@@ -334,7 +353,79 @@ impl Fleet {
             etcd: EtcdCluster::start(name, 3),
             dir: tempfile::tempdir().expect("temporary directory"),
             label: unique_name(&format!("{name}-")),
+            passwords: BTreeMap::new(),
         }
+    }
+
+    /// As [`Fleet::start`], with etcd served with TLS (client certificates required) and
+    /// authentication on: the roles and users `berth cluster auth-setup --node N…` prints (one
+    /// node role per name in `nodes`) are created with etcdctl, each user's password in a file
+    /// of the fleet's directory. The fleet's processes then connect as their role's user:
+    /// controllers `berth-controller`, node `N` `berth-node-N`, the CLI `berth-operator`
+    /// ([`Fleet::etcd_args`]).
+    pub fn start_secure(name: &str, nodes: &[&str]) -> Fleet {
+        let mut fleet = Fleet {
+            nodes: BTreeMap::new(),
+            controllers: BTreeMap::new(),
+            etcd: EtcdCluster::start_tls(name, 3),
+            dir: tempfile::tempdir().expect("temporary directory"),
+            label: unique_name(&format!("{name}-")),
+            passwords: BTreeMap::new(),
+        };
+        let mut args = vec!["cluster", "auth-setup"];
+        for n in nodes {
+            args.extend(["--node", n]);
+        }
+        let ctl = fleet.etcd.etcdctl_command();
+        args.extend(["--etcdctl", &ctl]);
+        let out = berth(&args);
+        assert!(
+            out.status.success(),
+            "auth-setup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        for user in lines.iter().filter_map(|l| {
+            let rest = l.strip_prefix(&format!("{ctl} user add "))?;
+            Some(rest.trim().to_owned())
+        }) {
+            let file = fleet.dir.path().join(format!("{user}.password"));
+            std::fs::write(&file, format!("{}\n", password(&user))).expect("password file");
+            fleet.passwords.insert(user, file);
+        }
+        // `auth enable` comes last: no command needs root's password.
+        fleet.etcd.run_setup(&lines, password);
+        fleet
+    }
+
+    /// The etcd options of a process connecting as `user`: with TLS and authentication the CA,
+    /// the client certificate, the user and its password file; on the tests' plain etcd
+    /// `--etcd-insecure`.
+    pub fn etcd_args(&self, user: &str) -> Vec<String> {
+        let Some(tls) = self.etcd.tls() else {
+            return vec!["--etcd-insecure".to_owned()];
+        };
+        let password = self
+            .passwords
+            .get(user)
+            .unwrap_or_else(|| panic!("no etcd user {user} in this fleet"));
+        [
+            "--etcd-cacert",
+            path_str(&tls.ca),
+            "--etcd-cert",
+            path_str(&tls.client_cert),
+            "--etcd-key",
+            path_str(&tls.client_key),
+            "--etcd-user",
+            user,
+            "--etcd-password-file",
+            path_str(password),
+        ]
+        .map(str::to_owned)
+        .to_vec()
     }
 
     /// etcd's own client URLs (no proxy): what the CLI and the controllers use.
@@ -365,7 +456,10 @@ impl Fleet {
         {
             panic!("controller {name} runs already");
         }
-        let c = Controller::start_with(self.dir.path(), name, &self.endpoints(), args);
+        let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        all.extend(self.etcd_args("berth-controller"));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let c = Controller::start_with(self.dir.path(), name, &self.endpoints(), &all);
         self.controllers.insert(name.to_owned(), c);
         self.controllers.get_mut(name).expect("just inserted")
     }
@@ -389,9 +483,14 @@ impl Fleet {
         assert!(!self.nodes.contains_key(name), "node {name} exists already");
         let proxies = ProxySet::start(&self.etcd.client_addrs());
         let mut launch = opts.launch.clone();
-        launch
-            .args
-            .extend(opts.agent_args(name, &proxies.endpoints()));
+        let mut endpoints = proxies.endpoints();
+        if self.etcd.tls().is_some() {
+            endpoints = endpoints.replace("http://", "https://");
+            launch
+                .args
+                .extend(self.etcd_args(&format!("berth-node-{name}")));
+        }
+        launch.args.extend(opts.agent_args(name, &endpoints));
         let agent = Agent::start_launch(opts.cleanup_wait, launch, &[], &[]);
         self.nodes.insert(name.to_owned(), Node { agent, proxies });
         &mut self.node_mut(name).agent
@@ -448,28 +547,39 @@ impl Fleet {
         self.node_ref(name).proxies.heal();
     }
 
-    /// `berth cluster ARGS --etcd <etcd> --output json`, parsed (it must succeed).
+    /// `berth cluster ARGS --etcd <etcd> --output json` as the operator, parsed (it must
+    /// succeed).
     pub fn cluster_json(&self, args: &[&str]) -> Value {
-        cluster_json(&self.endpoints(), args)
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["--output", "json"]);
+        json_of(&self.cluster(&all))
     }
 
-    /// `berth cluster ARGS --etcd <etcd>` as it ended (for refusals and text output).
+    /// `berth cluster ARGS --etcd <etcd>` as the operator, as it ended (for refusals and text
+    /// output).
     pub fn cluster(&self, args: &[&str]) -> Output {
+        self.cluster_as("berth-operator", args)
+    }
+
+    /// `berth cluster ARGS --etcd <etcd>` as etcd user `user` (with TLS and authentication).
+    pub fn cluster_as(&self, user: &str, args: &[&str]) -> Output {
         let endpoints = self.endpoints();
+        let etcd = self.etcd_args(user);
         let mut all = vec!["cluster"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--etcd", &endpoints]);
+        all.extend(etcd.iter().map(String::as_str));
         berth(&all)
     }
 
     /// `berth cluster ps`'s tasks.
     pub fn ps(&self) -> Vec<Value> {
-        ps(&self.endpoints())
+        array(self.cluster_json(&["ps"]), "tasks")
     }
 
     /// `berth cluster nodes`' nodes.
     pub fn nodes(&self) -> Vec<Value> {
-        nodes(&self.endpoints())
+        array(self.cluster_json(&["nodes"]), "nodes")
     }
 
     /// One task of `berth cluster ps`, by id.
