@@ -225,7 +225,7 @@ impl Store {
             path: data_dir.to_path_buf(),
             source,
         })?;
-        let db = Database::create(&path).map_err(|e| db_err(&path, e))?;
+        let db = crate::handle::open(&path)?;
         let h = Arc::new(Handle::new(path.clone(), db, verify_schema, probe_write));
         let writer = Writer::start(h.clone(), TASKS).map_err(|source| StoreError::Write {
             path: path.clone(),
