@@ -579,6 +579,12 @@ impl Store {
     pub fn group_commits(&self) -> u64 {
         self.writer.commits()
     }
+
+    /// How long the task-state write under way has been running, None when none is: a disk that
+    /// does not answer (hung, frozen) returns no error, its write just never ends.
+    pub fn write_busy_for(&self) -> Option<std::time::Duration> {
+        self.writer.busy_for()
+    }
 }
 
 impl berth_engine::Persist for Store {
