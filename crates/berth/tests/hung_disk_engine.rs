@@ -3,7 +3,8 @@
 //! agent must see it: a submit is answered 503 within `--store-write-timeout` (not left hanging),
 //! `/v1/health` says degraded with why; and once the disk answers again a retry with the same
 //! `--client-token` is answered with the task the first submit's late write stored, so exactly one
-//! task runs (counted in Docker by its family label).
+//! task runs (counted in Docker by its family label). A `berth stop` while the disk is frozen is
+//! refused (503), not acknowledged; after a kill -9 and a restart the token still names its task.
 //!
 //! Runs as root in a private mount namespace (`berth_testkit::ns_test!`); the agent runs as its
 //! child there. The file system is thawed before anything else is dropped (a process blocked on
@@ -49,8 +50,7 @@ impl Agent {
         }
     }
 
-    /// `berth submit --client-token TOKEN`, killed after `limit`: (exit code, stdout, stderr, how
-    /// long it took), or None when it had not answered by then.
+    /// `berth submit --client-token TOKEN FILE`, killed after `limit`.
     fn submit(&self, def: &Value, token: &str, limit: Duration) -> Option<(i32, String, String)> {
         let file = self
             .agent
@@ -58,9 +58,15 @@ impl Agent {
             .path()
             .join(format!("{}.json", unique_name("t-")));
         std::fs::write(&file, def.to_string()).expect("write");
+        let file = file.display().to_string();
+        self.bounded(&["submit", "--client-token", token, &file], limit)
+    }
+
+    /// `berth ARGS`, killed after `limit`: (exit code, stdout, stderr), or None when it had not
+    /// answered by then.
+    fn bounded(&self, args: &[&str], limit: Duration) -> Option<(i32, String, String)> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(["submit", "--client-token", token])
-            .arg(&file)
+            .args(args)
             .arg("--agent")
             .arg(self.agent.socket())
             .stdout(Stdio::piped())
@@ -114,12 +120,22 @@ ns_test! {
     /// degraded, naming the store and why. Thawed: the same token is answered with one task id,
     /// again and again, and exactly one task (one container of the family) runs.
     fn a_frozen_data_disk_answers_503_and_a_token_retry_runs_the_task_once() {
-        let agent = Agent::start();
+        let mut agent = Agent::start();
         let family = unique_name("hung-");
         let _g = FamilyGuard(family.clone());
         let token = unique_name("token-");
         let (status, body) = agent.health().expect("health answers");
         assert_eq!(status, 200, "{body}");
+        // A task running before the freeze, to be stopped while the disk is frozen.
+        let before = unique_name("hung-before-");
+        let _b = FamilyGuard(before.clone());
+        let (code, running, err) = agent
+            .submit(&serve(&before), &unique_name("token-"), Duration::from_secs(30))
+            .expect("answers");
+        assert_eq!(code, 0, "{err}");
+        agent
+            .agent
+            .wait_for(&running, "running", |v| v["known"] == "RUNNING");
 
         let frozen = agent.fs.freeze();
         // The bound is 2 s: the answer comes well within 30 s (the machine may be loaded).
@@ -146,6 +162,11 @@ ns_test! {
         let (code, _, err) = again.unwrap_or_else(|| panic!("the retry hung: {}", agent.agent.log()));
         assert_ne!(code, 0, "{err}");
         assert!(family_containers(&family).is_empty(), "a container on a frozen disk");
+        // A stop cannot be made durable: refused, not acknowledged; the task runs on.
+        let stop = agent.bounded(&["stop", &running], Duration::from_secs(30));
+        let (code, _, err) = stop.unwrap_or_else(|| panic!("the stop hung: {}", agent.agent.log()));
+        assert_ne!(code, 0, "a stop acknowledged on a frozen disk: {err}");
+        assert!(err.contains("degraded"), "{err}");
 
         drop(frozen);
         // The late write completes; a retry with the same token learns its task's id.
@@ -181,8 +202,19 @@ ns_test! {
         assert_eq!(ours.len(), 1, "{ps}");
         let (status, body) = agent.health().expect("health answers");
         assert_eq!(status, 200, "{body}");
-        let (code, _, err) = agent.agent.cli(&["stop", &id]);
-        assert_eq!(code, 0, "{err}");
-        agent.agent.wait_for(&id, "stopped", |v| v["known"] == "STOPPED");
+        // The token is stored with the task: a restarted agent still answers it.
+        agent.agent.kill9();
+        agent.agent.restart();
+        let (code, out, err) = agent
+            .submit(&serve(&family), &token, Duration::from_secs(30))
+            .expect("answers");
+        assert_eq!((code, out.as_str()), (0, id.as_str()), "{err}");
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(family_containers(&family).len(), 1, "{}", agent.agent.log());
+        for id in [&id, &running] {
+            let (code, _, err) = agent.agent.cli(&["stop", id]);
+            assert_eq!(code, 0, "{err}");
+            agent.agent.wait_for(id, "stopped", |v| v["known"] == "STOPPED");
+        }
     }
 }
