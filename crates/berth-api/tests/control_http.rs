@@ -44,7 +44,11 @@ impl Fake {
 }
 
 impl ControlPlane for Fake {
-    async fn submit(&self, definition: TaskDefinition) -> Result<Submitted, ControlError> {
+    async fn submit(
+        &self,
+        definition: TaskDefinition,
+        _client_token: Option<String>,
+    ) -> Result<Submitted, ControlError> {
         if let Some(d) = self.degraded.lock().expect("lock").clone() {
             return Err(ControlError::Degraded { reason: d.reason });
         }
@@ -552,7 +556,12 @@ async fn submit_takes_task_tags_in_the_query() {
         ("tag=novalue", "tag: \"novalue\" is not KEY=VALUE"),
         (
             "tags=a%3Db",
-            "unknown query parameter \"tags\" (known: tag)",
+            "unknown query parameter \"tags\" (known: tag, clientToken)",
+        ),
+        ("clientToken=a%20b", "clientToken: ' ' is not allowed"),
+        (
+            "clientToken=a&clientToken=b",
+            "clientToken: given more than once",
         ),
     ] {
         let a = call(s, "POST", &format!("/v1/tasks?{query}"), DEF.as_bytes()).await;

@@ -388,6 +388,11 @@ pub struct TaskState {
     /// adds, has none. Left out of the saved state while empty, and empty when absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra_labels: BTreeMap<String, String>,
+    /// The client token the submit carried (`berth submit --client-token`, ECS RunTask's
+    /// `clientToken`): a retried submit with the same token is answered with this task's id
+    /// instead of creating another task. Left out of the saved state while absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_token: Option<String>,
     /// One entry per container, in definition order: derived from `definition`, never saved.
     #[serde(skip)]
     wiring: WiringCell,
@@ -439,6 +444,7 @@ impl TaskState {
             execution_stopped_at: None,
             created_at: now,
             extra_labels: BTreeMap::new(),
+            client_token: None,
             wiring,
         }
     }

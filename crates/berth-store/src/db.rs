@@ -225,7 +225,7 @@ impl Store {
             path: data_dir.to_path_buf(),
             source,
         })?;
-        let db = Database::create(&path).map_err(|e| db_err(&path, e))?;
+        let db = crate::handle::open(&path)?;
         let h = Arc::new(Handle::new(path.clone(), db, verify_schema, probe_write));
         let writer = Writer::start(h.clone(), TASKS).map_err(|source| StoreError::Write {
             path: path.clone(),
@@ -578,6 +578,12 @@ impl Store {
     /// Transactions the group-committing writer has committed (each holds one or more saves).
     pub fn group_commits(&self) -> u64 {
         self.writer.commits()
+    }
+
+    /// How long the task-state write under way has been running, None when none is: a disk that
+    /// does not answer (hung, frozen) returns no error, its write just never ends.
+    pub fn write_busy_for(&self) -> Option<std::time::Duration> {
+        self.writer.busy_for()
     }
 }
 

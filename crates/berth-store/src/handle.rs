@@ -11,6 +11,11 @@
 //! operation tries again, at most once per [`REOPEN_INTERVAL`]. [`Handle::degraded`] says why
 //! while the store is not usable.
 //!
+//! Damage: random bytes in the middle of the file can make redb panic (code it holds unreachable,
+//! an index out of range) instead of returning an error. Every open ([`open`]) and every
+//! transaction ([`Handle::with`]) runs under [`unpanicked`], which turns such a panic into
+//! [`StoreError::Damaged`] naming the file and how to fix it, and closes the database.
+//!
 //! Invariant: every transaction lives inside [`Handle::with`], under the read side of the lock,
 //! so the reopen (the write side) closes a database nobody uses and the file's lock is released
 //! before it is taken again.
@@ -96,7 +101,14 @@ impl Handle {
         self.reopen_if_broken();
         let guard = self.db.read().unwrap_or_else(|e| e.into_inner());
         match guard.as_ref() {
-            Some(db) => f(db),
+            Some(db) => {
+                let out = unpanicked(&self.path, || f(db));
+                drop(guard);
+                if let Err(StoreError::Damaged { message, .. }) = &out {
+                    self.close_damaged(message);
+                }
+                out
+            }
             None => Err(db_err(
                 &self.path,
                 format!(
@@ -106,6 +118,19 @@ impl Handle {
                 ),
             )),
         }
+    }
+
+    /// After redb panicked on the file: the database is closed (its drop guarded too) and every
+    /// later operation tries to open it again, which fails the same way while the file is damaged.
+    fn close_damaged(&self, message: &str) {
+        let mut guard = self.db.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(db) = guard.take() {
+            let _ = unpanicked(&self.path, move || {
+                drop(db);
+                Ok(())
+            });
+        }
+        self.broken().reason = Some(format!("the file is damaged: {message}"));
     }
 
     /// Try a reopen now if the database needs one (at most once per [`REOPEN_INTERVAL`]); then
@@ -158,7 +183,11 @@ impl Handle {
     }
 
     fn open_verified(&self) -> Result<Database, StoreError> {
-        let mut db = Database::create(&self.path).map_err(|e| db_err(&self.path, e))?;
+        unpanicked(&self.path, || self.open_verified_unguarded())
+    }
+
+    fn open_verified_unguarded(&self) -> Result<Database, StoreError> {
+        let mut db = open(&self.path)?;
         if !db
             .check_integrity()
             .map_err(|e| db_err(&self.path, redb::Error::from(e)))?
@@ -174,6 +203,35 @@ impl Handle {
         (self.probe)(&db, &self.path)?;
         Ok(db)
     }
+}
+
+/// Open (or create) the database file, a panic of redb's on a damaged file turned into
+/// [`StoreError::Damaged`].
+pub(crate) fn open(path: &Path) -> Result<Database, StoreError> {
+    unpanicked(path, || Database::create(path).map_err(|e| db_err(path, e)))
+}
+
+/// Run `f` (a redb call on the file at `path`); a panic inside it is [`StoreError::Damaged`]
+/// naming the file. Random bytes in the middle of the file make redb reach code it holds
+/// unreachable rather than return an error; the agent must refuse such a file by name, not exit
+/// with a panic. Everything `f` touched belongs to the database, which is closed afterwards
+/// (`Handle::close_damaged`) or never opened, so no broken state is used again.
+pub(crate) fn unpanicked<T>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        tracing::error!(path = %path.display(), panic = %message, "the state store file is damaged");
+        Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            message,
+        })
+    })
 }
 
 /// Errors after which redb refuses to go on until the database is reopened.

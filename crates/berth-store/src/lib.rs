@@ -73,6 +73,14 @@ pub enum StoreError {
         found: u64,
         supported: u64,
     },
+    /// redb panicked reading or opening the file (random bytes inside it reach code redb holds
+    /// unreachable): the file is damaged beyond what redb reports as an error.
+    #[error(
+        "state store {path} is damaged: redb failed on it ({message}); stop the agent, move the file aside \
+         (mv {path} {path}.damaged) and start again: berth starts with an empty store, the containers of \
+         the tasks it held keep running and `berth gc --containers` removes them"
+    )]
+    Damaged { path: PathBuf, message: String },
     #[error("state store {path}: entry {key} is unreadable: {message}")]
     Corrupt {
         path: PathBuf,

@@ -9,6 +9,9 @@
 //! transaction (the last state of each task wins; each keeps its stored cleanup record), commits
 //! once, and answers every caller with the outcome. A save is durable when its future resolves
 //! `Ok`; a failed commit fails every save of that batch (none of them is acknowledged).
+//! [`Writer::busy_for`] says how long the write under way has been running: a disk that does not
+//! answer (hung, frozen by `fsfreeze`) returns no error, its write just never ends, and the agent
+//! bounds how long it waits for one (`--store-write-timeout`).
 //!
 //! Hand-written: redb has no group commit of its own and no async API; the loop is a few lines
 //! over a std channel and tokio's oneshot.
@@ -18,9 +21,10 @@ use crate::{StoreError, TaskRecord};
 use berth_engine::TaskState;
 use redb::{ReadableTable, TableDefinition};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 type Reply = oneshot::Sender<Result<(), String>>;
@@ -30,6 +34,8 @@ pub(crate) struct Writer {
     queue: Option<mpsc::Sender<(TaskState, Reply)>>,
     thread: Option<std::thread::JoinHandle<()>>,
     commits: Arc<AtomicU64>,
+    /// When the batch being written now was taken (None: the writer waits for saves).
+    busy_since: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Writer {
@@ -40,13 +46,17 @@ impl Writer {
         let (tx, rx) = mpsc::channel::<(TaskState, Reply)>();
         let commits = Arc::new(AtomicU64::new(0));
         let counted = commits.clone();
+        let busy_since = Arc::new(Mutex::new(None));
+        let busy = busy_since.clone();
         let thread = std::thread::Builder::new()
             .name("berth-store-writer".into())
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
+                    *lock(&busy) = Some(Instant::now());
                     let outcome = commit(&db, tasks, &batch).map_err(|e| message(&e));
+                    *lock(&busy) = None;
                     counted.fetch_add(1, Ordering::Relaxed);
                     for (_, reply) in batch {
                         let _ = reply.send(outcome.clone());
@@ -57,6 +67,7 @@ impl Writer {
             queue: Some(tx),
             thread: Some(thread),
             commits,
+            busy_since,
         })
     }
 
@@ -80,6 +91,17 @@ impl Writer {
     pub(crate) fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
     }
+
+    /// How long the transaction being written now has been under way (None: no write under
+    /// way). A disk that does not answer (hung, frozen) shows as a write that never ends.
+    pub(crate) fn busy_for(&self) -> Option<Duration> {
+        lock(&self.busy_since).map(|at| at.elapsed())
+    }
+}
+
+fn lock(m: &Mutex<Option<Instant>>) -> std::sync::MutexGuard<'_, Option<Instant>> {
+    // Plain data, consistent between statements.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Drop for Writer {

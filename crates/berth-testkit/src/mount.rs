@@ -2,6 +2,8 @@
 //! remounts, and the detaching of whatever a test left mounted — in this one module, so that test
 //! code has a single place that mounts, and it does so through berth-fs's mount API (the only code
 //! in the workspace that makes mount syscalls).
+//! [`LoopFs`]: a small ext4 file system on a loop device (`mkfs.ext4`, `losetup`), which a test
+//! can freeze (`fsfreeze`) to make its disk stop answering.
 //! Also reading which mounts exist under a directory (through `berth_fs::mountinfo`), and
 //! [`Scratch`], a temporary directory that is never deleted through a mount.
 //!
@@ -115,6 +117,101 @@ pub fn remount_read_write_quietly(dir: &Path) {
 pub fn unmount(path: &Path) {
     fsmount::unmount(path, UnmountFlags::empty())
         .unwrap_or_else(|e| panic!("unmount {}: {e}", path.display()));
+}
+
+/// A small real ext4 file system on a loop device, mounted at a directory: for tests of a data
+/// directory whose disk fills up or stops answering ([`LoopFs::freeze`]).
+///
+/// The loop device is detached (`losetup -d`) right after the mount, which makes the kernel free
+/// it as soon as the file system is unmounted, so it cannot outlive the test's mount namespace
+/// even when no `Drop` runs. `Drop` thaws and unmounts (lazily), ignoring errors.
+pub struct LoopFs {
+    pub mount_point: PathBuf,
+    pub device: String,
+}
+
+fn run(cmd: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd} (util-linux / e2fsprogs) cannot run: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl LoopFs {
+    /// An ext4 file system of `mib` MiB, its image file `image` (outside `dst`), mounted on `dst`.
+    ///
+    /// # Panics
+    ///
+    /// When the image, the file system, the loop device or the mount cannot be made.
+    pub fn ext4(image: &Path, mib: u64, dst: &Path) -> LoopFs {
+        let f = std::fs::File::create(image).expect("loop image");
+        f.set_len(mib * 1024 * 1024).expect("loop image size");
+        drop(f);
+        run(
+            "mkfs.ext4",
+            &["-q".as_ref(), "-F".as_ref(), image.as_os_str()],
+        );
+        let device = run(
+            "losetup",
+            &["--find".as_ref(), "--show".as_ref(), image.as_os_str()],
+        );
+        let mounted = fsmount::mount(&device, dst, "ext4", MountFlags::empty(), c"");
+        // Detached now: freed by the kernel once unmounted (autoclear), whatever happens.
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &device])
+            .output();
+        mounted.unwrap_or_else(|e| panic!("mount {device} (ext4) on {}: {e}", dst.display()));
+        LoopFs {
+            mount_point: dst.to_path_buf(),
+            device,
+        }
+    }
+
+    /// Freeze the file system (`fsfreeze -f`): every write to it blocks until [`Frozen`] is
+    /// dropped (a hung disk, as the kernel shows one to a program).
+    ///
+    /// # Panics
+    ///
+    /// When `fsfreeze` fails.
+    pub fn freeze(&self) -> Frozen {
+        run("fsfreeze", &["-f".as_ref(), self.mount_point.as_os_str()]);
+        Frozen {
+            mount_point: self.mount_point.clone(),
+        }
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("fsfreeze")
+            .arg("-u")
+            .arg(&self.mount_point)
+            .output();
+        // The device was detached after the mount: unmounting frees it. (Never `losetup -d` it
+        // here: once freed, its number may already be another test's.)
+        let _ = fsmount::unmount(&self.mount_point, UnmountFlags::DETACH);
+    }
+}
+
+/// A frozen file system ([`LoopFs::freeze`]); thawed (`fsfreeze -u`) when dropped. Declare it
+/// after everything that may write to the file system, so that unwinding thaws it first.
+pub struct Frozen {
+    mount_point: PathBuf,
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("fsfreeze")
+            .arg("-u")
+            .arg(&self.mount_point)
+            .output();
+    }
 }
 
 /// A temporary directory (canonical path) that, when dropped, first detaches every mount under it,

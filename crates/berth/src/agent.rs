@@ -100,6 +100,19 @@ pub struct Args {
     )]
     pub cleanup_wait: Option<Duration>,
 
+    /// How long a write to the state store may take before the agent calls its disk hung: then
+    /// `/v1/health` says degraded with why, and submits and stops are answered 503 instead of
+    /// waiting for the disk (a submit's write may still complete later: retry it with the same
+    /// `--client-token` to learn its task's id rather than run it twice).
+    #[arg(
+        long,
+        env = "BERTH_STORE_WRITE_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "5s",
+        value_parser = crate::docker_timeouts::above_zero
+    )]
+    pub store_write_timeout: Duration,
+
     /// The Docker volume driver name of berth's volume plugin (for efsVolumeConfiguration).
     #[arg(long, value_name = "DRIVER", env = "BERTH_VOLUME_PLUGIN", default_value = berth_engine::spec::DEFAULT_VOLUME_PLUGIN)]
     pub volume_plugin: String,
@@ -224,6 +237,14 @@ struct Entry {
     cleanup_now: Arc<Notify>,
 }
 
+/// The task a client token names.
+#[derive(Debug, Clone)]
+struct Token {
+    task: String,
+    /// Its state is durable and its actor spawned (false: the submit's save is still under way).
+    accepted: bool,
+}
+
 struct Agent {
     rt: Arc<Timed<DockerRuntime>>,
     store: Arc<Store>,
@@ -246,6 +267,11 @@ struct Agent {
     /// `--container-metadata`: each container's metadata file, or None.
     container_metadata: Option<berth_engine::container_metadata::Settings>,
     tasks: Mutex<HashMap<String, Entry>>,
+    /// Client token → the task submitted with it (`berth submit --client-token`), for every task
+    /// the agent keeps and every submit whose save is still under way.
+    client_tokens: Mutex<HashMap<String, Token>>,
+    /// `--store-write-timeout`: a state store write running longer is a hung disk.
+    store_write_timeout: Duration,
     events: broadcast::Sender<String>,
     engine_metrics: Arc<berth_engine::EngineMetrics>,
     metrics: Arc<crate::metrics::Metrics>,
@@ -268,8 +294,9 @@ struct Agent {
 
 /// Where a task the agent accepts comes from ([`Agent::accept`]).
 pub(crate) enum Origin {
-    /// `berth submit`, through the control API: stored through the store's grouped commit.
-    Local,
+    /// `berth submit`, through the control API: stored through the store's grouped commit,
+    /// waiting at most `--store-write-timeout`; with the client token it carried.
+    Local { client_token: Option<String> },
     /// A cluster assignment: stored with its `fence` and the assignment watch's `revision` in
     /// one transaction (so after a crash the node has all three or none); with `stop`, stored
     /// already asked to stop with that reason (its containers are marked STOPPED with no Docker
@@ -282,6 +309,40 @@ pub(crate) enum Origin {
         stop: Option<String>,
         labels: std::collections::BTreeMap<String, String>,
     },
+}
+
+/// Why a task was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AcceptError {
+    /// The store refused it: nothing was stored.
+    #[error(transparent)]
+    Store(#[from] berth_store::StoreError),
+    /// Its save did not finish within `--store-write-timeout`: it may still be stored (and then
+    /// run) when the disk answers.
+    #[error(
+        "task {task} was not saved within {} (--store-write-timeout): the data directory's disk does not answer; \
+         the save goes on and the task starts if it completes: retry with the same --client-token to learn its id \
+         without running it twice",
+        humantime::format_duration(*timeout)
+    )]
+    Timeout {
+        task: String,
+        timeout: Duration,
+        path: PathBuf,
+    },
+}
+
+/// A cluster assignment's accept is answered as a store error (its save is not bounded).
+impl From<AcceptError> for berth_store::StoreError {
+    fn from(e: AcceptError) -> Self {
+        match e {
+            AcceptError::Store(e) => e,
+            AcceptError::Timeout { ref path, .. } => berth_store::StoreError::Database {
+                path: path.clone(),
+                message: e.to_string(),
+            },
+        }
+    }
 }
 
 /// A task the agent accepted: its id, and what the log policy said of its definition.
@@ -301,15 +362,17 @@ impl Agent {
         mut definition: berth_model::TaskDefinition,
         id: String,
         origin: Origin,
-    ) -> Result<Accepted, berth_store::StoreError> {
+    ) -> Result<Accepted, AcceptError> {
         let warnings = berth_model::logging::apply(&mut definition, &self.log_policy)
             .iter()
             .map(ToString::to_string)
             .collect();
-        #[cfg_attr(not(feature = "cluster"), allow(unused_mut))] // a cluster origin changes it
         let mut state = TaskState::new(id, definition, now_ms());
         match origin {
-            Origin::Local => self.store.save_state_grouped(&state).await?,
+            Origin::Local { client_token } => {
+                state.client_token = client_token;
+                self.accept_local(state, warnings).await
+            }
             #[cfg(feature = "cluster")]
             Origin::Cluster {
                 fence,
@@ -326,12 +389,125 @@ impl Agent {
                     cleanup: Default::default(),
                 };
                 self.store.accept_cluster_task(&rec, fence, revision)?;
+                let id = state.id.clone();
+                self.metrics.task_submitted();
+                self.spawn(state, Start::New);
+                Ok(Accepted { id, warnings })
             }
         }
+    }
+
+    /// A submit's task: saved through the grouped commit, waiting at most
+    /// `--store-write-timeout`. A save that takes longer is answered [`AcceptError::Timeout`]
+    /// (the caller answers 503) but goes on: if it completes, the task is stored, and it runs as
+    /// a restarted agent would run it; its client token, if any, then names it, so a retry with
+    /// the same token is answered with its id instead of creating a second task.
+    async fn accept_local(
+        self: &Arc<Self>,
+        state: TaskState,
+        warnings: Vec<String>,
+    ) -> Result<Accepted, AcceptError> {
+        let saved = self.store.save_state_grouped(&state);
+        let mut saved = Box::pin(saved);
+        let outcome = tokio::time::timeout(self.store_write_timeout, &mut saved).await;
         let id = state.id.clone();
-        self.metrics.task_submitted();
-        self.spawn(state, Start::New);
-        Ok(Accepted { id, warnings })
+        let token = state.client_token.clone();
+        match outcome {
+            Ok(Ok(())) => {
+                self.accepted(&state);
+                self.metrics.task_submitted();
+                self.spawn(state, Start::New);
+                Ok(Accepted { id, warnings })
+            }
+            Ok(Err(e)) => {
+                self.forget_token(token.as_deref(), &id);
+                Err(AcceptError::Store(e))
+            }
+            Err(_) => {
+                tracing::warn!(task = %id, timeout = %humantime::format_duration(self.store_write_timeout), "submit answered 503: its save did not finish in time; it is stored and started if the write completes later");
+                let agent = self.clone();
+                self.tracker.spawn(async move {
+                    match saved.await {
+                        Ok(()) => {
+                            tracing::info!(task = %state.id, "a submit answered 503 was saved late: its task starts now");
+                            agent.accepted(&state);
+                            agent.metrics.task_submitted();
+                            agent.spawn(state, Start::New);
+                        }
+                        Err(e) => {
+                            tracing::warn!(task = %state.id, error = %e, "a submit answered 503 was not saved: nothing runs");
+                            agent.forget_token(state.client_token.as_deref(), &state.id);
+                        }
+                    }
+                });
+                Err(AcceptError::Timeout {
+                    task: id,
+                    timeout: self.store_write_timeout,
+                    path: self.store.path().to_path_buf(),
+                })
+            }
+        }
+    }
+
+    /// The answer to a submit with `token`: Some(task) when the token names a task the agent
+    /// keeps (or one whose save is under way), None when it names none (the token is then
+    /// reserved for task `id`, the one about to be stored). A token is forgotten with its task's
+    /// cleanup, or when its save failed.
+    fn claim_token(&self, token: &str, id: &str) -> Option<Token> {
+        let mut tokens = self.client_tokens();
+        match tokens.get(token) {
+            Some(t) => Some(t.clone()),
+            None => {
+                tokens.insert(
+                    token.to_string(),
+                    Token {
+                        task: id.to_string(),
+                        accepted: false,
+                    },
+                );
+                None
+            }
+        }
+    }
+
+    fn accepted(&self, state: &TaskState) {
+        if let Some(token) = &state.client_token {
+            self.client_tokens().insert(
+                token.clone(),
+                Token {
+                    task: state.id.clone(),
+                    accepted: true,
+                },
+            );
+        }
+    }
+
+    fn forget_token(&self, token: Option<&str>, id: &str) {
+        if let Some(token) = token {
+            let mut tokens = self.client_tokens();
+            if tokens.get(token).is_some_and(|t| t.task == id) {
+                tokens.remove(token);
+            }
+        }
+    }
+
+    fn client_tokens(&self) -> MutexGuard<'_, HashMap<String, Token>> {
+        // Plain data, consistent between statements.
+        self.client_tokens.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Why the store's disk does not answer: a write has been under way longer than
+    /// `--store-write-timeout`.
+    fn store_hung(&self) -> Option<String> {
+        let busy = self.store.write_busy_for()?;
+        (busy > self.store_write_timeout).then(|| {
+            format!(
+                "a write to the state store {} has not finished for {} (limit {}): the data directory's disk does not answer (hung, frozen or very slow); submits and stops are answered 503 until it does",
+                self.store.path().display(),
+                humantime::format_duration(Duration::from_secs(busy.as_secs())),
+                humantime::format_duration(self.store_write_timeout)
+            )
+        })
     }
 
     fn tasks(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
@@ -462,6 +638,7 @@ impl Agent {
                     }
                 }
                 self.tasks().remove(&id);
+                self.client_tokens().retain(|_, t| t.task != id);
                 self.directory.unregister(&id);
                 tracing::info!(task = %id, "task cleaned up");
                 return;
@@ -490,6 +667,12 @@ impl Agent {
     /// Docker call, until a save succeeds). None when every save succeeds.
     fn degraded(&self) -> Option<berth_api::control::Degraded> {
         let held = self.engine_metrics.degraded();
+        if let Some(hung) = self.store_hung() {
+            return Some(berth_api::control::Degraded {
+                reason: hung,
+                held_tasks: held.into_iter().map(|(id, _)| id).collect(),
+            });
+        }
         let why = self
             .store
             .check()
@@ -759,6 +942,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         identity,
         container_metadata: args.container_metadata.settings(),
         tasks: Mutex::new(HashMap::new()),
+        client_tokens: Mutex::new(HashMap::new()),
+        store_write_timeout: args.store_write_timeout,
         events,
         engine_metrics,
         metrics,
@@ -784,6 +969,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         pull_upfront = agent.options.pull_upfront,
         docker_timeout = %humantime::format_duration(args.docker_timeouts.docker_timeout),
         docker_volume_timeout = %humantime::format_duration(args.docker_timeouts.docker_volume_timeout),
+        store_write_timeout = %humantime::format_duration(args.store_write_timeout),
         metadata_addr = %args.metadata_addr,
         introspection_addr = %args.introspection_addr,
         volume_plugin = %agent.volume_plugin,
@@ -813,6 +999,15 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<String>();
     for rec in records {
         tracing::debug!(task = %rec.state.id, known = %rec.state.known(), "resuming task");
+        if let Some(token) = &rec.state.client_token {
+            agent.client_tokens().insert(
+                token.clone(),
+                Token {
+                    task: rec.state.id.clone(),
+                    accepted: true,
+                },
+            );
+        }
         agent.spawn(rec.state, Start::Resume(ready_tx.clone()));
     }
     drop(ready_tx);

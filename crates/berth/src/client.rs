@@ -48,6 +48,12 @@ pub enum ClientCommand {
         /// Wait until the task has stopped; exit with its exit status.
         #[arg(long)]
         wait: bool,
+        /// A token of your choice (1-64 printable ASCII characters, ECS RunTask's `clientToken`)
+        /// that makes the submit idempotent: a retry with the same token, while the agent keeps
+        /// the task, answers that task's id instead of creating a second task. Use it when a
+        /// submit got no id (503, a timeout, a lost connection) and must be retried.
+        #[arg(long, value_name = "TOKEN")]
+        client_token: Option<String>,
         #[command(flatten)]
         tags: crate::tags::TaskTagArgs,
         #[command(flatten)]
@@ -448,6 +454,7 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Submit {
             file,
             wait,
+            client_token,
             tags,
             agent,
         } => {
@@ -466,11 +473,13 @@ async fn run_async(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                 None
             };
             // The agent checks the tags (ECS's rules) as it checks the definition.
-            let query: Vec<(&str, String)> = tags
+            let mut query: Vec<(&str, String)> = tags
                 .tags
                 .iter()
                 .map(|t| ("tag", format!("{}={}", t.key, t.value)))
                 .collect();
+            // The agent checks the token (ECS's rule) too.
+            query.extend(client_token.map(|t| ("clientToken", t)));
             let path = if query.is_empty() {
                 "/v1/tasks".to_string()
             } else {

@@ -1273,6 +1273,11 @@ mod tests {
                     "ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION",
                 ],
             ),
+            (
+                "store-write-timeout",
+                Value,
+                vec!["BERTH_STORE_WRITE_TIMEOUT"],
+            ),
             ("volume-plugin", Value, vec!["BERTH_VOLUME_PLUGIN"]),
             ("metadata-addr", Value, vec!["BERTH_METADATA_ADDR"]),
             (

@@ -102,7 +102,30 @@ async fn resolve<C: ControlPlane>(plane: &C, id: String) -> Result<String, Contr
     }
 }
 
-/// `POST /v1/tasks[?tag=KEY=VALUE…]`: check the definition and the tags, have the plane store
+/// The longest client token (ECS RunTask's limit).
+pub const CLIENT_TOKEN_MAX: usize = 64;
+
+/// ECS RunTask's rule for a client token: 1 to 64 ASCII characters from `!` to `~` (33–126).
+pub fn check_client_token(token: &str) -> Result<(), String> {
+    if token.is_empty() {
+        return Err("empty; give 1 to 64 printable ASCII characters".to_string());
+    }
+    if token.len() > CLIENT_TOKEN_MAX {
+        return Err(format!(
+            "{} characters; at most {CLIENT_TOKEN_MAX} are allowed",
+            token.chars().count()
+        ));
+    }
+    if let Some(c) = token.chars().find(|c| !('!'..='~').contains(c)) {
+        return Err(format!(
+            "{:?} is not allowed; only printable ASCII characters without spaces (33-126)",
+            c
+        ));
+    }
+    Ok(())
+}
+
+/// `POST /v1/tasks[?tag=KEY=VALUE…][&clientToken=TOKEN]`: check the definition and the tags, have the plane store
 /// and start it.
 pub async fn submit<C: ControlPlane>(
     State(plane): State<Arc<C>>,
@@ -118,13 +141,22 @@ pub async fn submit<C: ControlPlane>(
     // definition's own.
     let mut tags = Vec::new();
     let mut problems = Vec::new();
+    let mut client_token = None;
     for (name, value) in &query {
         match name.as_str() {
             "tag" => match berth_model::tags::parse_key_value(value) {
                 Ok(t) => tags.push(t),
                 Err(why) => problems.push(format!("tag: {why}")),
             },
-            other => problems.push(format!("unknown query parameter {other:?} (known: tag)")),
+            // ECS RunTask's `clientToken`: a retry with the same token is the same submit.
+            "clientToken" => match check_client_token(value) {
+                Ok(()) if client_token.is_none() => client_token = Some(value.clone()),
+                Ok(()) => problems.push("clientToken: given more than once".to_string()),
+                Err(why) => problems.push(format!("clientToken: {why}")),
+            },
+            other => problems.push(format!(
+                "unknown query parameter {other:?} (known: tag, clientToken)"
+            )),
         }
     }
     let merged = berth_model::tags::merge(&parsed.definition.tags, &tags);
@@ -136,7 +168,7 @@ pub async fn submit<C: ControlPlane>(
     }
     parsed.definition.tags = merged;
     let mut warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
-    let submitted = plane.submit(parsed.definition).await?;
+    let submitted = plane.submit(parsed.definition, client_token).await?;
     warnings.extend(submitted.warnings);
     let task = submitted.task;
     Ok((StatusCode::CREATED, Json(SubmitResponse { task, warnings })).into_response())
@@ -280,6 +312,19 @@ pub async fn wrong_method(method: Method, uri: Uri) -> ControlError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_tokens_follow_ecs_run_task_rule() {
+        assert!(check_client_token("retry-1_A.b~!").is_ok());
+        assert!(check_client_token(&"x".repeat(64)).is_ok());
+        let long = check_client_token(&"x".repeat(65)).expect_err("65");
+        assert!(long.contains("at most 64"), "{long}");
+        assert!(check_client_token("").is_err());
+        let space = check_client_token("a b").expect_err("space");
+        assert!(space.contains("' '"), "{space}");
+        assert!(check_client_token("é").is_err());
+        assert!(check_client_token("a\nb").is_err());
+    }
 
     #[test]
     fn the_rule_answers_every_command_in_every_phase() {

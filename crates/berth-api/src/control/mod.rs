@@ -70,9 +70,12 @@ pub struct Submitted {
 pub trait ControlPlane: Send + Sync + 'static {
     /// Store a new task of this (valid) definition and start it; its id and the plane's own
     /// warnings (it may adapt the definition to the host first, as the agent does with log drivers).
+    /// With a `client_token` (checked by [`handlers::check_client_token`]) that a task the plane
+    /// keeps was submitted with, nothing new is created: that task's id is the answer.
     fn submit(
         &self,
         definition: TaskDefinition,
+        client_token: Option<String>,
     ) -> impl Future<Output = Result<Submitted, ControlError>> + Send;
 
     /// Every task the agent keeps (until its cleanup), unfiltered.

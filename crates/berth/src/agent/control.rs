@@ -8,7 +8,7 @@
 //! Limits: a command races the task's own progress; what is found when acting is what is
 //! answered (a stop that finds the actor gone reports the task as already stopped).
 
-use super::{Accepted, Agent, Origin};
+use super::{AcceptError, Accepted, Agent, Origin};
 use berth_api::control::{
     CleanupView, ControlError, ControlPlane, Degraded, ImagesView, Phase, PruneResponse, Submitted,
     TaskView,
@@ -68,7 +68,11 @@ impl ControlPlane for Control {
         Ok(crate::image_gc::prune_response(&pass, dry_run))
     }
 
-    async fn submit(&self, definition: TaskDefinition) -> Result<Submitted, ControlError> {
+    async fn submit(
+        &self,
+        definition: TaskDefinition,
+        client_token: Option<String>,
+    ) -> Result<Submitted, ControlError> {
         let agent = &self.0;
         if let Some((node, _)) = &agent.cluster_node {
             return Err(ControlError::BadRequest {
@@ -77,14 +81,42 @@ impl ControlPlane for Control {
                 ),
             });
         }
+        // A disk that does not answer: refused at once, nothing queued (a save queued now would
+        // complete, and run the task, whenever the disk answers).
+        if let Some(hung) = agent.store_hung() {
+            return Err(ControlError::Degraded { reason: hung });
+        }
+        let id = berth_engine::new_task_id();
+        // The same token as a task the agent keeps: that task is the answer, nothing is created.
+        if let Some(token) = &client_token
+            && let Some(known) = agent.claim_token(token, &id)
+        {
+            if known.accepted {
+                tracing::info!(task = %known.task, "submit with a known client token: answered with its task");
+                return Ok(Submitted {
+                    task: known.task,
+                    warnings: Vec::new(),
+                });
+            }
+            return Err(ControlError::Degraded {
+                reason: format!(
+                    "the submit with this client token (task {}) is still being saved: the data directory's disk has not answered yet; retry with the same token",
+                    known.task
+                ),
+            });
+        }
         // Stored (with every container's Docker name) before anything is created. A store that
         // cannot be written refuses the task with 503 and the reason: nothing was accepted, the
-        // client may submit again once the agent is healthy.
+        // client may submit again once the agent is healthy. A save that does not finish within
+        // --store-write-timeout is answered 503 too, but may complete later (AcceptError::Timeout).
         match agent
-            .accept(definition, berth_engine::new_task_id(), Origin::Local)
+            .accept(definition, id, Origin::Local { client_token })
             .await
         {
             Ok(Accepted { id, warnings }) => Ok(Submitted { task: id, warnings }),
+            Err(e @ AcceptError::Timeout { .. }) => Err(ControlError::Degraded {
+                reason: e.to_string(),
+            }),
             Err(e) => {
                 tracing::warn!(error = %e, "submit refused: the task state cannot be saved");
                 Err(ControlError::Degraded {
@@ -154,6 +186,10 @@ impl ControlPlane for Control {
 
     async fn stop(&self, id: &str, reason: &str) -> Result<(), ControlError> {
         let agent = &self.0;
+        // A disk that does not answer cannot make the stop durable: refused, not acknowledged.
+        if let Some(hung) = agent.store_hung() {
+            return Err(ControlError::Degraded { reason: hung });
+        }
         let sender = agent.tasks().get(id).map(|e| e.commands.clone());
         let sender = sender.ok_or_else(|| ControlError::NotFound {
             task: id.to_string(),
