@@ -26,9 +26,11 @@
 //!      above the minimum) is a problem of the plan: no stop, no start for it;
 //!    - **throttle** (as ECS slows a service whose tasks keep failing): a task that failed to
 //!      start, or whose essential container exited, within [`FAILED_LAUNCH_MS`] of its start is
-//!      a failed launch; from the second one within [`THROTTLE_WINDOW_MS`] the service starts
-//!      nothing for [`Settings::throttle_base_ms`] after its last failure, doubling with each
-//!      further one up to [`Settings::throttle_max_ms`] (stops go on).
+//!      a failed launch (one this pass closes counts too, stopped now: the pass that learns of a
+//!      failure starts no replacement the throttle forbids); from the second one within
+//!      [`THROTTLE_WINDOW_MS`] the service starts nothing for [`Settings::throttle_base_ms`]
+//!      after its last failure, doubling with each further one up to
+//!      [`Settings::throttle_max_ms`] (stops go on).
 //! 3. **Place** the pending tasks (the new ones included), oldest first, with
 //!    [`crate::placement::place`] over the nodes' loads: every open task on a node reserves its
 //!    demand there until it is closed (a stopping task still runs). A task that cannot be
@@ -88,12 +90,16 @@ impl Default for Settings {
     }
 }
 
-/// Until when a service starts no task (its launches keep failing), or None.
+/// Until when a service starts no task (its launches keep failing), or None. `closing` are the
+/// tasks the pass being planned closes, with the stop code it closes them with: they count as
+/// closed at `now_ms` (as [`crate::txns::closing`] writes them), so the failures a pass learns of
+/// throttle that very pass's starts.
 pub fn throttled_until(
     view: &ClusterView,
     svc: &ServiceRecord,
     settings: &Settings,
     now_ms: u64,
+    closing: &BTreeMap<&str, StopCode>,
 ) -> Option<u64> {
     if settings.throttle_base_ms == 0 {
         return None;
@@ -102,15 +108,23 @@ pub fn throttled_until(
         .tasks
         .values()
         .map(|t| &t.value)
-        .filter(|t| t.service.as_deref() == Some(svc.name.as_str()) && t.is_closed())
-        .filter(|t| {
+        .filter(|t| t.service.as_deref() == Some(svc.name.as_str()))
+        .filter_map(|t| {
+            if t.is_closed() {
+                Some((t, t.stop_code?, t.stopped_at_ms?))
+            } else {
+                // Closed by this pass: a task asked to stop keeps the code it was asked with.
+                let code = closing.get(t.id.as_str())?;
+                Some((t, t.stop_code.unwrap_or(*code), now_ms))
+            }
+        })
+        .filter(|(_, code, _)| {
             matches!(
-                t.stop_code,
-                Some(StopCode::TaskFailedToStart | StopCode::EssentialContainerExited)
+                code,
+                StopCode::TaskFailedToStart | StopCode::EssentialContainerExited
             )
         })
-        .filter_map(|t| {
-            let at = t.stopped_at_ms?;
+        .filter_map(|(t, _, at)| {
             (at.saturating_sub(t.created_at_ms) < FAILED_LAUNCH_MS
                 && now_ms.saturating_sub(at) < THROTTLE_WINDOW_MS)
                 .then_some(at)
@@ -203,7 +217,7 @@ pub fn plan(
     let mut out = Plan::default();
     // Tasks this plan closes or stops: neither is a service's open task any more (a stopping
     // task still is, as `stopping`), nor pending.
-    let mut closed_now: BTreeSet<&str> = BTreeSet::new();
+    let mut closed_now: BTreeMap<&str, StopCode> = BTreeMap::new();
     let mut stopped_now: BTreeSet<&str> = BTreeSet::new();
 
     // 1. Close what is over; forget what has been closed long enough.
@@ -247,7 +261,7 @@ pub fn plan(
             None => None,
         };
         if let Some((reason, code, node_gone)) = close {
-            closed_now.insert(&task.id);
+            closed_now.insert(&task.id, code);
             out.actions.push(Action::Close {
                 task: task.id.clone(),
                 reason,
@@ -267,7 +281,7 @@ pub fn plan(
             .filter(|t| {
                 t.value.service.as_deref() == Some(svc.name.as_str())
                     && !t.value.is_closed()
-                    && !closed_now.contains(t.value.id.as_str())
+                    && !closed_now.contains_key(t.value.id.as_str())
             })
             .collect();
         if svc.status == ServiceStatus::Draining && tasks.is_empty() {
@@ -285,7 +299,7 @@ pub fn plan(
             out.problems.push(format!("service {}: {e}", svc.name));
             continue;
         }
-        let decided = service(view, svc, &tasks, settings, now_ms, new_id);
+        let decided = service(view, svc, &tasks, settings, now_ms, &closed_now, new_id);
         match decided {
             Ok((stops, starts, throttled)) => {
                 if let Some(until) = throttled {
@@ -328,7 +342,7 @@ pub fn plan(
     let mut pending: Vec<(&TaskRecord, Option<&Versioned<TaskRecord>>)> = Vec::new();
     for t in view.tasks.values() {
         let task = &t.value;
-        if task.is_closed() || closed_now.contains(task.id.as_str()) {
+        if task.is_closed() || closed_now.contains_key(task.id.as_str()) {
             continue;
         }
         match &task.node {
@@ -415,6 +429,7 @@ fn service(
     tasks: &[&Versioned<TaskRecord>],
     settings: &Settings,
     now_ms: u64,
+    closing: &BTreeMap<&str, StopCode>,
     new_id: &mut dyn FnMut() -> String,
 ) -> Result<(Vec<(String, String)>, Vec<TaskRecord>, Option<u64>), String> {
     let desired = match svc.status {
@@ -500,7 +515,7 @@ fn service(
     }
     let mut count = wanted.min(room).min(settings.max_starts as u64);
     let throttled = if count > 0 {
-        throttled_until(view, svc, settings, now_ms)
+        throttled_until(view, svc, settings, now_ms, closing)
     } else {
         None
     };

@@ -1059,6 +1059,54 @@ fn a_service_whose_launches_keep_failing_is_throttled_and_the_delay_doubles() {
 }
 
 #[test]
+fn a_failure_learnt_in_a_pass_throttles_that_very_pass() {
+    // Two failed launches; the wait after them is over, so one task is started again, and its
+    // node reports that it failed too. The pass that closes it must not start another at once:
+    // that failure is the third, and the next start waits 20 s after it.
+    const T: u64 = 1_000_000;
+    let v = Views::default()
+        .node("a", 8)
+        .service(service("web", 1, 100, 200));
+    let v = failed(v, "f1", T, T + 500, StopCode::TaskFailedToStart);
+    let v = failed(v, "f2", T + 1_000, T + 2_000, StopCode::TaskFailedToStart);
+    let v = v
+        .pending("web", "f3", T + 12_000, DEPLOYMENT)
+        .place("f3", "a");
+    let fence = v.view.tasks["f3"].value.fence.expect("placed");
+    let v = v.status(
+        "a",
+        StatusRecord {
+            stopped_reason: Some("CannotPullContainerError".to_owned()),
+            failed_to_start: true,
+            ..status("f3", fence, LastStatus::Stopped, HealthStatus::Unknown)
+        },
+    );
+    let p = plan_at(&v.view, T + 13_000);
+    assert_eq!(
+        p.actions,
+        vec![close(
+            "f3",
+            "CannotPullContainerError",
+            StopCode::TaskFailedToStart,
+            false
+        )]
+    );
+    assert_eq!(p.throttled, vec![("web".to_owned(), T + 33_000)]);
+    // A task asked to stop by the scheduler keeps its code when it is closed: not a failure.
+    let v = v.edit("f3", |t| {
+        t.desired_status = DesiredStatus::Stopped;
+        t.stop_code = Some(StopCode::ServiceSchedulerInitiated);
+        t.reason = Some(scaling(DEPLOYMENT));
+    });
+    let p = plan_at(&v.view, T + 13_000);
+    assert!(p.throttled.is_empty(), "{p:?}");
+    assert!(
+        p.actions.iter().any(|a| matches!(a, Action::Start { .. })),
+        "{p:?}"
+    );
+}
+
+#[test]
 fn what_does_not_count_as_a_failed_launch() {
     const T: u64 = 1_000_000;
     let base = Views::default()
