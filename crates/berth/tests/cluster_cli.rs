@@ -1230,3 +1230,54 @@ fn node_options_are_refused_with_their_name_and_a_data_directory_keeps_its_node(
         "{err}"
     );
 }
+
+#[test]
+fn a_lone_controller_outlives_an_etcd_outage_longer_than_its_lease_and_places_afterwards() {
+    // The controller reaches etcd only through proxies, which the test cuts for longer than the
+    // controller's lease (2 s) and the client's retry window (15 s): its lease is lost. It
+    // stops leading, keeps running and campaigning, and once etcd answers again leads and
+    // places a task submitted meanwhile.
+    let etcd = EtcdCluster::start("cli-outage", 3);
+    let endpoints = etcd.endpoints();
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt
+        .block_on(Cluster::connect(&etcd.endpoint_list()))
+        .unwrap();
+    register(&rt, &cluster, &["n1"]);
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","cpu":128,"memory":128}]}"#,
+    )
+    .unwrap();
+    let mut controller = Controller::start(dir.path(), "c1", &proxies.endpoints());
+    submit(&endpoints, &def, 1);
+    wait_placed(&endpoints, 1, Duration::from_secs(20));
+
+    proxies.cut();
+    let cut = Instant::now();
+    let outage = Duration::from_secs(2 + 15 + 8);
+    while cut.elapsed() < outage {
+        assert!(
+            controller.running(),
+            "the controller exited {:?} into the outage:\n{}",
+            cut.elapsed(),
+            controller.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        controller.log().contains("lost the controller lease"),
+        "the outage outlasted the lease:\n{}",
+        controller.log()
+    );
+    submit(&endpoints, &def, 1);
+    proxies.heal();
+    let healed = Instant::now();
+    let (placed, _) = wait_placed(&endpoints, 2, Duration::from_secs(45));
+    eprintln!("placed {:?} after the heal", healed.elapsed());
+    assert_eq!(per_node(&placed), BTreeMap::from([("n1".into(), 2)]));
+    assert!(controller.running(), "{}", controller.log());
+}
