@@ -13,7 +13,9 @@ use berth_cluster::record::{DesiredStatus, HealthStatus, NodeRecord, Resources, 
 use berth_cluster::store::Cluster;
 use berth_testkit::etcd::EtcdCluster;
 use berth_testkit::tcp_proxy::ProxySet;
-use common::cluster::{Controller, Fleet, berth, json_of, ps, submit, wait_until};
+use common::cluster::{
+    Controller, Fleet, berth, cluster_json, json_of, nodes, ps, submit, wait_until,
+};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -1280,4 +1282,139 @@ fn a_lone_controller_outlives_an_etcd_outage_longer_than_its_lease_and_places_af
     eprintln!("placed {:?} after the heal", healed.elapsed());
     assert_eq!(per_node(&placed), BTreeMap::from([("n1".into(), 2)]));
     assert!(controller.running(), "{}", controller.log());
+}
+
+/// `berth cluster ARGS --etcd ENDPOINTS` that must fail: its exit code and standard error.
+fn cluster_refused(endpoints: &str, args: &[&str]) -> (Option<i32>, String) {
+    let mut all = vec!["cluster"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--etcd", endpoints]);
+    let out = berth(&all);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn drain_refuses_an_unknown_node_and_node_rm_removes_a_node_that_left() {
+    let etcd = EtcdCluster::start("cli-noderm", 3);
+    let endpoints = etcd.endpoints();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt
+        .block_on(Cluster::connect(&etcd.endpoint_list()))
+        .unwrap();
+    let leases = register(&rt, &cluster, &["n1", "n2"]);
+
+    // No such node: drain, its undo and rm are refused by name, and nothing is written.
+    for args in [
+        &["drain", "NOSUCHNODE"][..],
+        &["drain", "NOSUCHNODE", "--undo"],
+        &["node", "rm", "NOSUCHNODE"],
+        &["node", "rm", "NOSUCHNODE", "--force"],
+    ] {
+        let (code, err) = cluster_refused(&endpoints, args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert_eq!(
+            err.trim(),
+            "berth: error: no node NOSUCHNODE; `berth cluster nodes` lists them",
+            "{args:?}"
+        );
+    }
+    assert!(rt.block_on(cluster.drains()).unwrap().is_empty());
+
+    // One task on each node, then n2 drained (its task stays until replaced: a standalone task
+    // is not moved).
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","cpu":128,"memory":128}]}"#,
+    )
+    .unwrap();
+    let mut controller = Controller::start(dir.path(), "c1", &endpoints);
+    submit(&endpoints, &def, 2);
+    let (placed, _) = wait_placed(&endpoints, 2, Duration::from_secs(20));
+    assert_eq!(
+        per_node(&placed),
+        BTreeMap::from([("n1".into(), 1), ("n2".into(), 1)])
+    );
+    let on = |node: &str| {
+        placed
+            .iter()
+            .find(|(_, n)| *n == node)
+            .map(|(t, _)| t.clone())
+            .unwrap()
+    };
+    let (t1, t2) = (on("n1"), on("n2"));
+    for t in [&t1, &t2] {
+        report(&rt, &cluster, &leases, t, "RUNNING");
+    }
+    let drained = cluster_json(&endpoints, &["drain", "n2"]);
+    assert_eq!(drained["draining"], true);
+
+    // n2 is alive (its lease renewed): rm is refused, naming the way out.
+    let (code, err) = cluster_refused(&endpoints, &["node", "rm", "n2"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("node n2 is alive: its agent renews its lease") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(nodes(&endpoints).len(), 2);
+
+    // n2 leaves for good, while no controller runs (so the removal, not the controller, closes
+    // its task): its lease ends. rm removes the drain record and the assignment and closes the
+    // task, STOPPED with the removal's reason.
+    controller.kill9();
+    rt.block_on(cluster.revoke(leases["n2"])).unwrap();
+    let removed = cluster_json(&endpoints, &["node", "rm", "n2"]);
+    assert_eq!(removed["node"], "n2");
+    assert_eq!(removed["wasRegistered"], false);
+    assert_eq!(removed["wasDraining"], true);
+    assert_eq!(removed["stoppedTasks"], serde_json::json!([t2]));
+    assert!(rt.block_on(cluster.drains()).unwrap().is_empty());
+    assert!(rt.block_on(cluster.assignments("n2")).unwrap().0.is_empty());
+    let task = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == t2.as_str())
+        .unwrap();
+    assert_eq!(task["desiredStatus"], "STOPPED", "{task}");
+    assert_eq!(task["lastStatus"], "STOPPED", "{task}");
+    assert_eq!(task["stopCode"], "UserInitiated", "{task}");
+    assert_eq!(
+        task["reason"],
+        "Node n2 was removed from the cluster (berth cluster node rm)"
+    );
+    // The task on n1 is untouched.
+    let task = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == t1.as_str())
+        .unwrap();
+    assert!(open(&task), "{task}");
+
+    // --force removes a live node: its lease is revoked, its record gone, its task closed.
+    let text = berth(&[
+        "cluster", "node", "rm", "n1", "--force", "--etcd", &endpoints,
+    ]);
+    assert!(
+        text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout).trim(),
+        "n1: removed (1 task(s) stopped)"
+    );
+    assert!(nodes(&endpoints).is_empty());
+    let task = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == t1.as_str())
+        .unwrap();
+    assert_eq!(task["lastStatus"], "STOPPED", "{task}");
+    assert_eq!(
+        rt.block_on(cluster.lease_ttl(leases["n1"])).unwrap(),
+        None,
+        "n1's lease is revoked"
+    );
 }
