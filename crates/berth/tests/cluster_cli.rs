@@ -1418,3 +1418,101 @@ fn drain_refuses_an_unknown_node_and_node_rm_removes_a_node_that_left() {
         "n1's lease is revoked"
     );
 }
+
+#[test]
+fn scaling_in_a_service_keeps_it_spread_over_the_nodes() {
+    // A service of 4 on n1 alone, then two more nodes and 6 tasks (4/1/1, the newest on n2 and
+    // n3), then scaled to 3: spread (the default strategy) stops from n1, the fullest node,
+    // leaving 1/1/1 (stopping the newest left 3/0/0).
+    let etcd = EtcdCluster::start("cli-scalein", 3);
+    let endpoints = etcd.endpoints();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt
+        .block_on(Cluster::connect(&etcd.endpoint_list()))
+        .unwrap();
+    let mut leases = register(&rt, &cluster, &["n1"]);
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","cpu":128,"memory":128}]}"#,
+    )
+    .unwrap();
+    let def = def.to_str().unwrap();
+    let _controller = Controller::start(dir.path(), "c1", &endpoints);
+    // Placed tasks that are open, per node.
+    let open_per_node = |tasks: &[serde_json::Value]| {
+        let mut out: BTreeMap<String, usize> = BTreeMap::new();
+        for t in tasks
+            .iter()
+            .filter(|t| open(t) && t["desiredStatus"] == "RUNNING" && !t["node"].is_null())
+        {
+            *out.entry(str_of(t, "node").to_owned()).or_default() += 1;
+        }
+        out
+    };
+    // Reports every placed task not yet reported RUNNING.
+    let run_all = |leases: &BTreeMap<String, i64>| {
+        for t in ps(&endpoints) {
+            if open(&t) && !t["node"].is_null() && t["lastStatus"] == "PROVISIONING" {
+                report(&rt, &cluster, leases, str_of(&t, "task"), "RUNNING");
+            }
+        }
+    };
+    service(&endpoints, &["create", "web", def, "--desired-count", "4"]);
+    wait_ps(
+        &endpoints,
+        Duration::from_secs(20),
+        "4 on n1",
+        &|_| {},
+        &|tasks| open_per_node(tasks) == BTreeMap::from([("n1".to_owned(), 4)]),
+    );
+    run_all(&leases);
+    leases.extend(register(&rt, &cluster, &["n2", "n3"]));
+    service(&endpoints, &["update", "web", "--desired-count", "6"]);
+    wait_ps(
+        &endpoints,
+        Duration::from_secs(20),
+        "4/1/1",
+        &|_| {},
+        &|tasks| {
+            open_per_node(tasks)
+                == BTreeMap::from([
+                    ("n1".to_owned(), 4),
+                    ("n2".to_owned(), 1),
+                    ("n3".to_owned(), 1),
+                ])
+        },
+    );
+    run_all(&leases);
+    wait_ps(
+        &endpoints,
+        Duration::from_secs(10),
+        "all 6 RUNNING",
+        &|_| {},
+        &|tasks| {
+            tasks
+                .iter()
+                .filter(|t| t["lastStatus"] == "RUNNING")
+                .count()
+                == 6
+        },
+    );
+    service(&endpoints, &["update", "web", "--desired-count", "3"]);
+    let tasks = wait_ps(
+        &endpoints,
+        Duration::from_secs(20),
+        "3 tasks left running",
+        &|_| {},
+        &|tasks| open_per_node(tasks).values().sum::<usize>() == 3,
+    );
+    assert_eq!(
+        open_per_node(&tasks),
+        BTreeMap::from([
+            ("n1".to_owned(), 1),
+            ("n2".to_owned(), 1),
+            ("n3".to_owned(), 1),
+        ]),
+        "{tasks:#?}"
+    );
+}
