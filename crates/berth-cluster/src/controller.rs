@@ -3,9 +3,9 @@
 //! watch on `/berth/` applied event by event; a compacted or broken watch means a full read
 //! again), and every interval run one pass: [`crate::reconcile::plan`] over the view, then
 //! [`execute`] its actions through guarded transactions ([`crate::txns`]), each pass logged
-//! ([`log_pass`]). A lost lease ends the run at once ([`Ended::Lost`]: another controller may
-//! lead by then); a cancellation resigns, so the next controller leads without waiting for the
-//! TTL.
+//! ([`log_pass`]). A lost lease ends the term at once (another controller may lead by then) and
+//! the controller campaigns again, as it does while etcd is away: it outlives any outage; a
+//! cancellation resigns, so the next controller leads without waiting for the TTL.
 //!
 //! A pass never runs on a view older than the controller's own last write: after writing, the
 //! next pass waits until the watch has brought the view to that revision (a full read after
@@ -321,28 +321,83 @@ pub struct Config {
 pub enum Ended {
     /// Cancelled: before it led, or while leading (it resigned: the next one leads at once).
     Cancelled,
-    /// Its lease was lost while it led (not renewed for a TTL, or gone): another controller may
-    /// lead now, so it stopped at once.
-    Lost,
 }
 
-/// Runs a controller until `cancel` or until it loses its lease: campaigns as `config.name`;
-/// once leading, starts the [`Mirror`] (tried again every interval while etcd does not answer),
-/// then one pass per interval, each waiting for the view to reach its previous pass's last
-/// write, each logged ([`log_pass`]); a pass that fails is logged and the next one reads again.
-/// The error: the campaign failed for a reason waiting does not mend (etcd refused it).
+/// Whether a failure is etcd being away (unreachable, no member answering in time, an election
+/// under way), which waiting mends, rather than etcd's refusal.
+pub fn transient(e: &ClusterError) -> bool {
+    match e {
+        ClusterError::Timeout { .. } | ClusterError::WatchEnded { .. } => true,
+        // A lease that expired under a campaign is mended by campaigning with a new one.
+        ClusterError::Etcd { error, .. } => {
+            crate::store::retriable(error) || error.to_string().contains("lease not found")
+        }
+        _ => false,
+    }
+}
+
+/// The longest wait between two campaigns while etcd is away.
+const CAMPAIGN_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Runs a controller until `cancel`: campaigns as `config.name`; once leading, starts the
+/// [`Mirror`] (tried again every interval while etcd does not answer), then one pass per
+/// interval, each waiting for the view to reach its previous pass's last write, each logged
+/// ([`log_pass`]); a pass that fails is logged and the next one reads again. A leader that
+/// loses its lease (not renewed for a TTL through an etcd outage, or gone) stops at once
+/// (another controller may lead by then) and campaigns again, with a new lease: a controller
+/// outlives any outage of etcd. A campaign that fails because etcd is away is tried again
+/// (200 ms, doubling, at most [`CAMPAIGN_RETRY_MAX`]). The error: the campaign failed for a
+/// reason waiting does not mend (etcd refused it).
 pub async fn run(
     cluster: &Cluster,
     mut config: Config,
     cancel: CancellationToken,
 ) -> Result<Ended, ClusterError> {
     let name = config.name.clone();
+    let mut delay = Duration::from_millis(200);
+    loop {
+        tracing::info!(name, endpoints = %cluster.endpoints(), "campaigning");
+        let leadership = tokio::select! {
+            l = election::campaign(cluster, &name, config.lease_ttl) => l,
+            () = cancel.cancelled() => return Ok(Ended::Cancelled),
+        };
+        let leadership = match leadership {
+            Ok(l) => l,
+            Err(e) if transient(&e) => {
+                tracing::warn!(name, error = %e, retry_in = ?delay, "campaigning failed: etcd is away; campaigning again");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = cancel.cancelled() => return Ok(Ended::Cancelled),
+                }
+                delay = (delay * 2).min(CAMPAIGN_RETRY_MAX);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        delay = Duration::from_millis(200);
+        match lead(cluster, &mut config, leadership, &cancel).await {
+            Led::Cancelled => return Ok(Ended::Cancelled),
+            Led::Lost => {}
+        }
+    }
+}
+
+/// How a term as leader ended.
+enum Led {
+    Cancelled,
+    Lost,
+}
+
+/// One term as leader: the mirror, then a pass per interval, until the lease is lost or
+/// `cancel` (then it resigns).
+async fn lead(
+    cluster: &Cluster,
+    config: &mut Config,
+    mut leadership: Leadership,
+    cancel: &CancellationToken,
+) -> Led {
+    let name = config.name.clone();
     let interval = config.interval.max(Duration::from_millis(1));
-    tracing::info!(name, endpoints = %cluster.endpoints(), "campaigning");
-    let mut leadership = tokio::select! {
-        l = election::campaign(cluster, &name, config.lease_ttl) => l?,
-        () = cancel.cancelled() => return Ok(Ended::Cancelled),
-    };
     tracing::info!(name, "leading");
     let mut mirror = loop {
         match Mirror::start(cluster).await {
@@ -351,8 +406,8 @@ pub async fn run(
                 tracing::warn!(error = %e, "reading the cluster failed; trying again");
                 tokio::select! {
                     () = tokio::time::sleep(interval) => {}
-                    () = leadership.lost() => return Ok(lost(&name)),
-                    () = cancel.cancelled() => return Ok(resign(leadership, &name).await),
+                    () = leadership.lost() => return lost(leadership, &name).await,
+                    () = cancel.cancelled() => return resign(leadership, &name).await,
                 }
             }
         }
@@ -367,7 +422,12 @@ pub async fn run(
             let plan = reconcile::plan(mirror.view(), &config.settings, now, &mut config.new_id);
             execute(cluster, mirror.view(), plan, now).await
         };
-        match pass.await {
+        // A pass stalled by an outage stops as soon as the lease is lost.
+        let outcome = tokio::select! {
+            r = pass => r,
+            () = leadership.lost() => return lost(leadership, &name).await,
+        };
+        match outcome {
             Ok(report) => {
                 last_write = last_write.max(report.revision);
                 log_pass(&report, began.elapsed());
@@ -377,27 +437,32 @@ pub async fn run(
         }
         tokio::select! {
             () = mirror.follow_until(next) => {}
-            () = leadership.lost() => return Ok(lost(&name)),
-            () = cancel.cancelled() => break,
+            () = leadership.lost() => return lost(leadership, &name).await,
+            () = cancel.cancelled() => return resign(leadership, &name).await,
         }
     }
-    Ok(resign(leadership, &name).await)
 }
 
-fn lost(name: &str) -> Ended {
+/// How long a controller that lost its lease tries to revoke it (so that its old election key
+/// does not stand before its new campaign until the TTL ends) before it campaigns anyway.
+const REVOKE_LOST: Duration = Duration::from_secs(2);
+
+async fn lost(leadership: Leadership, name: &str) -> Led {
     tracing::error!(
         name,
-        "lost the controller lease; another controller may lead now"
+        "lost the controller lease; another controller may lead now: stopped leading, campaigning again"
     );
-    Ended::Lost
+    // Best effort: a lease etcd still has would hold the old election key for a TTL.
+    let _ = tokio::time::timeout(REVOKE_LOST, leadership.resign()).await;
+    Led::Lost
 }
 
-async fn resign(leadership: Leadership, name: &str) -> Ended {
+async fn resign(leadership: Leadership, name: &str) -> Led {
     if let Err(e) = leadership.resign().await {
         tracing::warn!(error = %e, "resigning failed; the next controller leads when the lease expires");
     }
     tracing::info!(name, "resigned");
-    Ended::Cancelled
+    Led::Cancelled
 }
 
 /// Logs what a pass did, one line per change, and a summary line (`controller pass`, with its

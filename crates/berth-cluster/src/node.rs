@@ -21,8 +21,14 @@
 //!    whose assignment is gone are stopped (the controller closed them as lost and may have
 //!    placed replacements elsewhere: *orphans*), and the node waits for them to stop (at most
 //!    [`NodeConfig::stop_wait`]) before a new lease and node record make it a candidate again. So
-//!    once a lost node is back, no copy of a replaced task runs beside its replacement.
-//! 2. The node record is written under the lease, and every accepted task's status.
+//!    once a lost node is back, no copy of a replaced task runs beside its replacement. Before
+//!    the resync, the node's name must be free: a registration under another lease (a second
+//!    agent started with this node's name) is waited for to expire (at most that lease's TTL
+//!    and a margin: its agent may be gone), and one still renewed then refuses this agent
+//!    ([`Refused`], the end of [`run`]) before it has accepted anything.
+//! 2. The node record is written under the lease, only if the name is free or held by this
+//!    same lease (a guarded transaction: two agents can never both hold one node), and every
+//!    accepted task's status.
 //! 3. The assignment watch runs from the stored revision + 1 (a compacted revision means a
 //!    resync); an assignment is accepted and started, an assignment that says STOPPED stops its
 //!    task, a deleted one is released (its task stopped if it still runs, its status removed).
@@ -237,14 +243,31 @@ pub enum LocalError<E: std::error::Error + 'static> {
     },
 }
 
-/// Why a node session failed: etcd (connection, a call, a record), or the node's own store. Either
-/// way the next session starts a second later.
+/// Another agent holds the node's name: its registration is under another lease, alive (a
+/// second agent started with the same node name). Final: the node loop ends with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "node {node} is already registered by another agent (its lease {:x} is alive; registered at {} ms since the epoch, berth {}): two agents cannot be one node, so this one does not join; if that agent is gone, its registration expires within its lease TTL",
+    holder.lease,
+    holder.registered_at_ms,
+    holder.version
+)]
+pub struct Refused {
+    pub node: String,
+    /// The registration that holds the name.
+    pub holder: NodeRecord,
+}
+
+/// Why a node session failed: etcd (connection, a call, a record), or the node's own store (the
+/// next session starts a second later); or the name is another agent's (final).
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError<E: std::error::Error + 'static> {
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     #[error(transparent)]
     Local(#[from] LocalError<E>),
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 /// Why a session ended.
@@ -255,14 +278,18 @@ enum End {
 }
 
 /// Runs the node until `shutdown`: connects (again and again while etcd does not answer), then
-/// one session per lease. Errors are logged and retried, never returned: a node agent outlives
-/// any outage of etcd. `etcd` says how to reach it (its rule already applied by the caller).
+/// one session per lease. `etcd` says how to reach it (its rule already applied by the caller).
+/// Errors are logged and retried: a node agent outlives any outage of etcd. The one error
+/// returned: the node's name is held by another agent's live registration
+/// ([`Refused`]); nothing of that node was accepted (the name is checked before the
+/// assignments are read; two agents registering the same new name at the same instant is the
+/// exception, and then the node has no assignment yet).
 pub async fn run<L: Local>(
     etcd: crate::connect::Settings,
     config: NodeConfig,
     local: Arc<L>,
     shutdown: CancellationToken,
-) {
+) -> Result<(), Refused> {
     let mut delays = CONNECT_RETRY.backoff();
     let cluster = loop {
         match Cluster::open(&etcd).await {
@@ -271,7 +298,7 @@ pub async fn run<L: Local>(
                 tracing::warn!(error = %e, node = %config.name, "cannot reach etcd; trying again");
                 tokio::select! {
                     () = tokio::time::sleep(delays.next_delay()) => {}
-                    () = shutdown.cancelled() => return,
+                    () = shutdown.cancelled() => return Ok(()),
                 }
             }
         }
@@ -279,7 +306,11 @@ pub async fn run<L: Local>(
     let mut lost = false;
     loop {
         match session(&cluster, &config, &local, &shutdown, lost).await {
-            Ok(End::Shutdown) => return,
+            Ok(End::Shutdown) => return Ok(()),
+            Err(SessionError::Refused(refused)) => {
+                tracing::error!(node = %config.name, error = %refused, "refused: the node's name is another agent's");
+                return Err(refused);
+            }
             Ok(End::LeaseLost) => {
                 tracing::warn!(node = %config.name, "the node's lease is gone: resyncing before registering again");
                 lost = true;
@@ -292,10 +323,11 @@ pub async fn run<L: Local>(
                     SessionError::Local(e) => {
                         tracing::warn!(node = %config.name, error = %e, "the node's local store failed; starting the session again");
                     }
+                    SessionError::Refused(_) => {}
                 }
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    () = shutdown.cancelled() => return,
+                    () = shutdown.cancelled() => return Ok(()),
                 }
             }
         }
@@ -313,19 +345,68 @@ async fn read_memory<L: Local>(local: &L) -> Result<Memory, LocalError<L::Error>
 /// What the node's lease is called in the log.
 const WHAT: &str = "the node's lease";
 
-/// Registers the node under `lease`.
-async fn register(cluster: &Cluster, config: &NodeConfig, lease: i64) -> Result<(), ClusterError> {
-    cluster
-        .put_node(&NodeRecord {
-            name: config.name.clone(),
-            capacity: config.capacity,
-            attributes: config.attributes.clone(),
-            version: config.version.clone(),
-            registered_at_ms: now_ms(),
-            lease,
+/// Registers the node under `lease`: only if the name is free or already held by `lease`
+/// ([`Cluster::register_node`]); another agent's registration refuses it.
+async fn register<E: std::error::Error + 'static>(
+    cluster: &Cluster,
+    config: &NodeConfig,
+    lease: i64,
+) -> Result<(), SessionError<E>> {
+    let record = NodeRecord {
+        name: config.name.clone(),
+        capacity: config.capacity,
+        attributes: config.attributes.clone(),
+        version: config.version.clone(),
+        registered_at_ms: now_ms(),
+        lease,
+    };
+    cluster.register_node(&record).await?.map_err(|holder| {
+        SessionError::Refused(Refused {
+            node: config.name.clone(),
+            holder,
         })
-        .await
+    })
 }
+
+/// Before a node with no live lease of its own reads its assignments: waits until no other
+/// agent's registration holds its name. A registration whose lease is not renewed (its agent
+/// is gone) expires within its TTL, so the wait lasts at most the holder's granted TTL and a
+/// margin; one still there then is renewed by a live agent: refused.
+async fn name_free<E: std::error::Error + 'static>(
+    cluster: &Cluster,
+    config: &NodeConfig,
+    shutdown: &CancellationToken,
+) -> Result<(), SessionError<E>> {
+    let started = tokio::time::Instant::now();
+    let mut logged = false;
+    loop {
+        let Some(holder) = cluster.node(&config.name).await? else {
+            return Ok(());
+        };
+        let granted = match cluster.lease_ttl(holder.lease).await? {
+            Some((granted, _left)) => Duration::from_secs(u64::try_from(granted).unwrap_or(0)),
+            // Its lease is gone: the record goes with it.
+            None => Duration::ZERO,
+        };
+        if started.elapsed() > granted + NAME_WAIT_MARGIN {
+            return Err(SessionError::Refused(Refused {
+                node: config.name.clone(),
+                holder,
+            }));
+        }
+        if !logged {
+            tracing::warn!(node = %config.name, lease = holder.lease, wait = ?(granted + NAME_WAIT_MARGIN), "the node's name is registered under another lease: waiting for it to expire (its agent gone) before refusing (its agent alive)");
+            logged = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = shutdown.cancelled() => return Ok(()),
+        }
+    }
+}
+
+/// How much longer than the holder's TTL [`name_free`] waits.
+const NAME_WAIT_MARGIN: Duration = Duration::from_secs(2);
 
 async fn session<L: Local>(
     cluster: &Cluster,
@@ -348,6 +429,10 @@ async fn session<L: Local>(
             lease
         }
         None => {
+            name_free(cluster, config, shutdown).await?;
+            if shutdown.is_cancelled() {
+                return Ok(End::Shutdown);
+            }
             let orphans = resync(cluster, config, local.as_ref()).await?;
             if !orphans.is_empty() {
                 tracing::warn!(node = %config.name, orphans = orphans.len(), lost, "stopping tasks whose assignments are gone before registering");

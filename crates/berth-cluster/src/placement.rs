@@ -19,6 +19,9 @@
 //!
 //! No strategy given: berth uses `spread(instanceId)` (ECS's console default for services ends
 //! with it too). When no node qualifies, the reason counts the nodes per exclusion, in ECS's words.
+//!
+//! Scale-in is the mirror image ([`choose_stops`]): the strategies choose which of a service's
+//! tasks to stop so that what stays keeps their balance, as ECS's scheduler does.
 
 use crate::expr::Expr;
 use crate::record::{Constraint, Resources, Strategy};
@@ -287,6 +290,147 @@ pub fn place(req: &Request<'_>, nodes: &[NodeLoad]) -> Result<usize, String> {
         .into_iter()
         .min_by(|&a, &b| nodes[a].name.cmp(&nodes[b].name))
         .ok_or_else(|| "no candidate left".to_owned())
+}
+
+/// A task scale-in may stop ([`choose_stops`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Stoppable<'a> {
+    pub id: &'a str,
+    /// Its node (an index into the `nodes` given), None while it is not placed.
+    pub node: Option<usize>,
+    /// Whether it runs healthy: one that does not is stopped first (that costs nothing).
+    pub healthy: bool,
+    pub created_at_ms: u64,
+    pub demand: Resources,
+}
+
+/// Which `count` of `tasks` (a service's tasks that stay, beyond its desired count) scale-in
+/// stops, in order (indices into `tasks`), as ECS's scheduler chooses them: tasks not placed
+/// first, then placed tasks that do not run healthy, then healthy ones; within each, the
+/// strategies in order (none: `spread(instanceId)`, as for placing), each keeping the tasks it
+/// scores best, the next one breaking ties, then the newest task:
+/// - `spread` on `instanceId`/`host` or `attribute:<name>`: a task on the node (or attribute
+///   value; a node without it counts as the value "absent") with the most of `tasks` left, so
+///   what stays is as even as it can be;
+/// - `binpack` on `cpu` or `memory`: a task on the node with the most of it free once the task
+///   is stopped (the least packed node empties first);
+/// - `random`: one task by a hash of its id.
+///
+/// Each choice counts what the choices before it stopped. `nodes` gives the nodes' attributes
+/// and what is reserved on them (every open task).
+pub fn choose_stops(
+    tasks: &[Stoppable<'_>],
+    count: usize,
+    nodes: &[NodeLoad],
+    strategy: &[Strategy],
+) -> Vec<usize> {
+    let default = [Strategy::Spread {
+        field: "instanceId".to_owned(),
+    }];
+    let strategy = if strategy.is_empty() {
+        &default[..]
+    } else {
+        strategy
+    };
+    let mut left: Vec<bool> = vec![true; tasks.len()];
+    // What is reserved per node, less what this choice stops.
+    let mut used: Vec<Resources> = nodes.iter().map(|n| n.used).collect();
+    let mut chosen = Vec::new();
+    while chosen.len() < count {
+        // The class to stop from: not placed, then not healthy, then healthy.
+        let class = |t: &Stoppable<'_>| match (t.node, t.healthy) {
+            (None, _) => 0u8,
+            (Some(_), false) => 1,
+            (Some(_), true) => 2,
+        };
+        let Some(best_class) = tasks
+            .iter()
+            .zip(&left)
+            .filter(|(_, l)| **l)
+            .map(|(t, _)| class(t))
+            .min()
+        else {
+            break;
+        };
+        let mut candidates: Vec<usize> = (0..tasks.len())
+            .filter(|&i| left[i] && class(&tasks[i]) == best_class)
+            .collect();
+        // The tasks left per node.
+        let mut per_node: Vec<u64> = vec![0; nodes.len()];
+        for (t, _) in tasks.iter().zip(&left).filter(|(_, l)| **l) {
+            if let Some(n) = t.node.filter(|&n| n < nodes.len()) {
+                per_node[n] += 1;
+            }
+        }
+        for s in strategy {
+            if candidates.len() <= 1 {
+                break;
+            }
+            let node_of = |i: usize| tasks[i].node.filter(|&n| n < nodes.len());
+            // Higher is a better task to stop.
+            let score: Vec<u64> = match s {
+                Strategy::Spread { field } if !field.starts_with("attribute:") => candidates
+                    .iter()
+                    .map(|&i| node_of(i).map_or(0, |n| per_node[n]))
+                    .collect(),
+                Strategy::Spread { field } => {
+                    let mut per_value: BTreeMap<Option<&str>, u64> = BTreeMap::new();
+                    for (n, node) in nodes.iter().enumerate() {
+                        *per_value.entry(spread_value(field, node)).or_default() += per_node[n];
+                    }
+                    candidates
+                        .iter()
+                        .map(|&i| {
+                            node_of(i).map_or(0, |n| {
+                                per_value
+                                    .get(&spread_value(field, &nodes[n]))
+                                    .copied()
+                                    .unwrap_or(0)
+                            })
+                        })
+                        .collect()
+                }
+                Strategy::Binpack { field } => candidates
+                    .iter()
+                    .map(|&i| {
+                        node_of(i).map_or(0, |n| {
+                            let free = nodes[n]
+                                .capacity
+                                .saturating_sub(used[n].saturating_sub(tasks[i].demand));
+                            if field == "cpu" {
+                                free.cpu
+                            } else {
+                                free.memory_mib
+                            }
+                        })
+                    })
+                    .collect(),
+                // The lowest hash is kept: its complement is the highest score.
+                Strategy::Random => candidates
+                    .iter()
+                    .map(|&i| u64::MAX - fnv(tasks[i].id, ""))
+                    .collect(),
+            };
+            let best = score.iter().copied().max().unwrap_or(0);
+            candidates = candidates
+                .iter()
+                .zip(&score)
+                .filter(|(_, s)| **s == best)
+                .map(|(&i, _)| i)
+                .collect();
+        }
+        let Some(pick) = candidates.into_iter().max_by(|&a, &b| {
+            (tasks[a].created_at_ms, tasks[a].id).cmp(&(tasks[b].created_at_ms, tasks[b].id))
+        }) else {
+            break;
+        };
+        left[pick] = false;
+        if let Some(n) = tasks[pick].node.filter(|&n| n < nodes.len()) {
+            used[n] = used[n].saturating_sub(tasks[pick].demand);
+        }
+        chosen.push(pick);
+    }
+    chosen
 }
 
 #[cfg(test)]

@@ -14,7 +14,10 @@
 //!    draining node) or *stopping* (asked to stop, not yet reported stopped). Healthy = RUNNING
 //!    on its node (and HEALTHY when an essential container has a health check). Then:
 //!    - stop current tasks beyond `D` and tasks to replace, not-running ones first, while the
-//!      healthy tasks left stay at least `ceil(D × minimumHealthyPercent / 100)`;
+//!      healthy tasks left stay at least `ceil(D × minimumHealthyPercent / 100)`; which current
+//!      tasks go is the service's placement strategy's choice, as ECS's scale-in makes it
+//!      ([`crate::placement::choose_stops`]: `spread` stops from the node or attribute value
+//!      with the most of the service's tasks, `binpack` from the least packed node);
 //!    - start `D − current` new tasks, while everything that may run (current, to replace,
 //!      stopping) stays at most `floor(D × maximumPercent / 100)`; when neither a stop nor a
 //!      start is allowed, nothing is stopping and no current task is on its way to healthy
@@ -26,9 +29,11 @@
 //!      above the minimum) is a problem of the plan: no stop, no start for it;
 //!    - **throttle** (as ECS slows a service whose tasks keep failing): a task that failed to
 //!      start, or whose essential container exited, within [`FAILED_LAUNCH_MS`] of its start is
-//!      a failed launch; from the second one within [`THROTTLE_WINDOW_MS`] the service starts
-//!      nothing for [`Settings::throttle_base_ms`] after its last failure, doubling with each
-//!      further one up to [`Settings::throttle_max_ms`] (stops go on).
+//!      a failed launch (one this pass closes counts too, stopped now: the pass that learns of a
+//!      failure starts no replacement the throttle forbids); from the second one within
+//!      [`THROTTLE_WINDOW_MS`] the service starts nothing for [`Settings::throttle_base_ms`]
+//!      after its last failure, doubling with each further one up to
+//!      [`Settings::throttle_max_ms`] (stops go on).
 //! 3. **Place** the pending tasks (the new ones included), oldest first, with
 //!    [`crate::placement::place`] over the nodes' loads: every open task on a node reserves its
 //!    demand there until it is closed (a stopping task still runs). A task that cannot be
@@ -88,12 +93,16 @@ impl Default for Settings {
     }
 }
 
-/// Until when a service starts no task (its launches keep failing), or None.
+/// Until when a service starts no task (its launches keep failing), or None. `closing` are the
+/// tasks the pass being planned closes, with the stop code it closes them with: they count as
+/// closed at `now_ms` (as [`crate::txns::closing`] writes them), so the failures a pass learns of
+/// throttle that very pass's starts.
 pub fn throttled_until(
     view: &ClusterView,
     svc: &ServiceRecord,
     settings: &Settings,
     now_ms: u64,
+    closing: &BTreeMap<&str, StopCode>,
 ) -> Option<u64> {
     if settings.throttle_base_ms == 0 {
         return None;
@@ -102,15 +111,23 @@ pub fn throttled_until(
         .tasks
         .values()
         .map(|t| &t.value)
-        .filter(|t| t.service.as_deref() == Some(svc.name.as_str()) && t.is_closed())
-        .filter(|t| {
+        .filter(|t| t.service.as_deref() == Some(svc.name.as_str()))
+        .filter_map(|t| {
+            if t.is_closed() {
+                Some((t, t.stop_code?, t.stopped_at_ms?))
+            } else {
+                // Closed by this pass: a task asked to stop keeps the code it was asked with.
+                let code = closing.get(t.id.as_str())?;
+                Some((t, t.stop_code.unwrap_or(*code), now_ms))
+            }
+        })
+        .filter(|(_, code, _)| {
             matches!(
-                t.stop_code,
-                Some(StopCode::TaskFailedToStart | StopCode::EssentialContainerExited)
+                code,
+                StopCode::TaskFailedToStart | StopCode::EssentialContainerExited
             )
         })
-        .filter_map(|t| {
-            let at = t.stopped_at_ms?;
+        .filter_map(|(t, _, at)| {
             (at.saturating_sub(t.created_at_ms) < FAILED_LAUNCH_MS
                 && now_ms.saturating_sub(at) < THROTTLE_WINDOW_MS)
                 .then_some(at)
@@ -203,7 +220,7 @@ pub fn plan(
     let mut out = Plan::default();
     // Tasks this plan closes or stops: neither is a service's open task any more (a stopping
     // task still is, as `stopping`), nor pending.
-    let mut closed_now: BTreeSet<&str> = BTreeSet::new();
+    let mut closed_now: BTreeMap<&str, StopCode> = BTreeMap::new();
     let mut stopped_now: BTreeSet<&str> = BTreeSet::new();
 
     // 1. Close what is over; forget what has been closed long enough.
@@ -247,7 +264,7 @@ pub fn plan(
             None => None,
         };
         if let Some((reason, code, node_gone)) = close {
-            closed_now.insert(&task.id);
+            closed_now.insert(&task.id, code);
             out.actions.push(Action::Close {
                 task: task.id.clone(),
                 reason,
@@ -256,6 +273,43 @@ pub fn plan(
             });
         }
     }
+
+    // The nodes' loads: every open task on a node (a stopping one still runs) reserves its
+    // demand there; scale-in (2) and placement (3) both read them.
+    let mut loads: Vec<NodeLoad> = view
+        .nodes
+        .values()
+        .map(|n| NodeLoad {
+            draining: view.drains.contains(&n.name),
+            name: n.name.clone(),
+            attributes: n.attributes.clone(),
+            capacity: n.capacity,
+            ..NodeLoad::default()
+        })
+        .collect();
+    let index: BTreeMap<String, usize> = loads
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.name.clone(), i))
+        .collect();
+    for t in view.tasks.values() {
+        let task = &t.value;
+        if task.is_closed() || closed_now.contains_key(task.id.as_str()) {
+            continue;
+        }
+        if let Some(&i) = task.node.as_ref().and_then(|n| index.get(n)) {
+            loads[i].reserve(&task.group, task.demand);
+            loads[i].reserve_ports(&task.host_ports);
+        }
+    }
+    let pass = Pass {
+        view,
+        settings,
+        now_ms,
+        closing: &closed_now,
+        loads: &loads,
+        index: &index,
+    };
 
     // 2. Services.
     let mut new_tasks: Vec<(String, TaskRecord)> = Vec::new();
@@ -267,7 +321,7 @@ pub fn plan(
             .filter(|t| {
                 t.value.service.as_deref() == Some(svc.name.as_str())
                     && !t.value.is_closed()
-                    && !closed_now.contains(t.value.id.as_str())
+                    && !closed_now.contains_key(t.value.id.as_str())
             })
             .collect();
         if svc.status == ServiceStatus::Draining && tasks.is_empty() {
@@ -285,7 +339,7 @@ pub fn plan(
             out.problems.push(format!("service {}: {e}", svc.name));
             continue;
         }
-        let decided = service(view, svc, &tasks, settings, now_ms, new_id);
+        let decided = service(&pass, svc, &tasks, new_id);
         match decided {
             Ok((stops, starts, throttled)) => {
                 if let Some(until) = throttled {
@@ -308,43 +362,19 @@ pub fn plan(
     }
 
     // 3. Placement over the nodes' loads.
-    let mut loads: Vec<NodeLoad> = view
-        .nodes
-        .values()
-        .map(|n| NodeLoad {
-            draining: view.drains.contains(&n.name),
-            name: n.name.clone(),
-            attributes: n.attributes.clone(),
-            capacity: n.capacity,
-            ..NodeLoad::default()
-        })
-        .collect();
-    let index: BTreeMap<String, usize> = loads
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.name.clone(), i))
-        .collect();
     // Existing pending tasks (with their versions) and the new ones, oldest first.
     let mut pending: Vec<(&TaskRecord, Option<&Versioned<TaskRecord>>)> = Vec::new();
     for t in view.tasks.values() {
         let task = &t.value;
-        if task.is_closed() || closed_now.contains(task.id.as_str()) {
+        if task.is_closed()
+            || closed_now.contains_key(task.id.as_str())
+            || task.node.is_some()
+            || task.desired_status != DesiredStatus::Running
+            || stopped_now.contains(task.id.as_str())
+        {
             continue;
         }
-        match &task.node {
-            Some(node) => {
-                if let Some(&i) = index.get(node) {
-                    loads[i].reserve(&task.group, task.demand);
-                    loads[i].reserve_ports(&task.host_ports);
-                }
-            }
-            None if task.desired_status == DesiredStatus::Running
-                && !stopped_now.contains(task.id.as_str()) =>
-            {
-                pending.push((task, Some(t)));
-            }
-            None => {}
-        }
+        pending.push((task, Some(t)));
     }
     let mut new_reasons: BTreeMap<String, String> = BTreeMap::new();
     pending.extend(new_tasks.iter().map(|(_, t)| (t, None)));
@@ -406,17 +436,36 @@ pub fn plan(
     out
 }
 
+/// What one pass's service decisions read besides the service.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    view: &'a ClusterView,
+    settings: &'a Settings,
+    now_ms: u64,
+    /// The tasks this pass closes, with their stop code.
+    closing: &'a BTreeMap<&'a str, StopCode>,
+    /// The nodes' loads before this pass's changes, and their index by name.
+    loads: &'a [NodeLoad],
+    index: &'a BTreeMap<String, usize>,
+}
+
 /// One service's stops (task id, reason), new tasks, and until when its starts are throttled
 /// (when it would start some).
 #[allow(clippy::type_complexity)]
 fn service(
-    view: &ClusterView,
+    pass: &Pass<'_>,
     svc: &ServiceRecord,
     tasks: &[&Versioned<TaskRecord>],
-    settings: &Settings,
-    now_ms: u64,
     new_id: &mut dyn FnMut() -> String,
 ) -> Result<(Vec<(String, String)>, Vec<TaskRecord>, Option<u64>), String> {
+    let Pass {
+        view,
+        settings,
+        now_ms,
+        closing,
+        loads,
+        index,
+    } = *pass;
     let desired = match svc.status {
         ServiceStatus::Active => u64::from(svc.desired_count),
         ServiceStatus::Draining => 0,
@@ -445,22 +494,28 @@ fn service(
     let scaling_reason = scaling(&svc.deployment);
     let mut stops: Vec<(String, String)> = Vec::new();
 
-    // Stop candidates: every task to replace, and current ones beyond `desired` (those that do
-    // not run healthy, then the newest); tasks that do not run healthy first, since stopping
-    // them costs nothing.
+    // Stop candidates: every task to replace, and current ones beyond `desired`, chosen as the
+    // service's placement strategy says (`placement::choose_stops`: those that do not run
+    // healthy first, since stopping them costs nothing, then what keeps the strategy's balance);
+    // tasks that do not run healthy first.
     let excess = current
         .len()
         .saturating_sub(usize::try_from(desired).unwrap_or(usize::MAX));
-    let mut by_age = current.clone();
-    by_age.sort_by(|a, b| {
-        healthy(view, a)
-            .cmp(&healthy(view, b))
-            .then_with(|| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)))
-    });
+    let stoppable: Vec<placement::Stoppable<'_>> = current
+        .iter()
+        .map(|t| placement::Stoppable {
+            id: &t.id,
+            node: t.node.as_ref().and_then(|n| index.get(n).copied()),
+            healthy: healthy(view, t),
+            created_at_ms: t.created_at_ms,
+            demand: t.demand,
+        })
+        .collect();
+    let by_strategy = placement::choose_stops(&stoppable, excess, loads, &svc.placement_strategy);
     // Each candidate with whether it is a current task (else one to replace).
     let mut candidates: Vec<(&TaskRecord, &str, bool)> =
         replace.iter().map(|(t, why)| (*t, *why, false)).collect();
-    candidates.extend(by_age.iter().take(excess).map(|t| (*t, "", true)));
+    candidates.extend(by_strategy.into_iter().map(|i| (current[i], "", true)));
     candidates.sort_by_key(|(t, _, _)| healthy(view, t));
     let mut current_left = current.len() as u64;
     let mut replacing = replace.len() as u64;
@@ -500,7 +555,7 @@ fn service(
     }
     let mut count = wanted.min(room).min(settings.max_starts as u64);
     let throttled = if count > 0 {
-        throttled_until(view, svc, settings, now_ms)
+        throttled_until(view, svc, settings, now_ms, closing)
     } else {
         None
     };

@@ -3,8 +3,9 @@
 //! [`CALL_TIMEOUT`], attempts within [`RETRY_WINDOW`] while a leader is elected, so a lost
 //! member or a partition is an error in seconds, never a hang), and the reads and plain writes:
 //!
-//! - leases ([`Cluster::grant`], [`Cluster::keep_alive`], [`Cluster::revoke`]) and node records
-//!   under them ([`Cluster::put_node`]); drain requests;
+//! - leases ([`Cluster::grant`], [`Cluster::keep_alive`], [`Cluster::revoke`],
+//!   [`Cluster::lease_ttl`]) and node records under them ([`Cluster::register_node`]: only a
+//!   free name or one the same lease holds; [`Cluster::put_node`]); drain requests;
 //! - [`Cluster::view`]: every prefix at one revision, in pages ([`crate::view::ClusterView`]);
 //!   [`Cluster::watch`] ([`Watch`]: changes in order, progress answers, compaction reported);
 //! - one task ([`Cluster::task`]), a node's assignments, statuses written in batches under the
@@ -453,6 +454,82 @@ impl Cluster {
         })
         .await?;
         Ok(())
+    /// The record of node `name`, None when it is not registered (its lease expired, or it
+    /// never was).
+    pub async fn node(&self, name: &str) -> Result<Option<NodeRecord>, ClusterError> {
+        Ok(self
+            .get::<NodeRecord>(&keys::node(name), "node record")
+            .await?
+            .map(|v| v.value))
+    }
+
+    /// Registers a node: its record is written under its lease only if the name is free (no
+    /// record) or already held by that same lease (the agent that registered it, resuming).
+    /// `Err(holder)`: another lease holds the name (another agent runs as this node); nothing
+    /// was written. A record that cannot be read counts as held by no one's lease.
+    pub async fn register_node(
+        &self,
+        node: &NodeRecord,
+    ) -> Result<Result<(), NodeRecord>, ClusterError> {
+        let (key, value) = (keys::node(&node.name), record::encode(node));
+        // Free: etcd compares a missing key as a record of no lease (0); a node record always
+        // has one. Mine: the same lease. A record that changes between the two comparisons
+        // (gone, or mine) is compared again, a few rounds.
+        for _ in 0..5 {
+            for lease in [0, node.lease] {
+                let txn = Txn::new()
+                    .when([etcd_client::Compare::lease(
+                        key.clone(),
+                        etcd_client::CompareOp::Equal,
+                        lease,
+                    )])
+                    .and_then([TxnOp::put(
+                        key.clone(),
+                        value.clone(),
+                        Some(PutOptions::new().with_lease(node.lease)),
+                    )])
+                    .or_else([TxnOp::get(key.clone(), None)]);
+                let resp = self.txn("register node", txn).await?;
+                if resp.succeeded() {
+                    return Ok(Ok(()));
+                }
+                let holder = resp.op_responses().into_iter().find_map(|r| match r {
+                    etcd_client::TxnOpResponse::Get(g) => g.kvs().first().map(|kv| {
+                        let mut holder =
+                            record::decode::<NodeRecord>(&key, "node record", kv.value())
+                                .unwrap_or_else(|_| NodeRecord {
+                                    name: node.name.clone(),
+                                    capacity: crate::record::Resources::default(),
+                                    attributes: std::collections::BTreeMap::new(),
+                                    version: "?".to_owned(),
+                                    registered_at_ms: 0,
+                                    lease: kv.lease(),
+                                });
+                        holder.lease = kv.lease();
+                        holder
+                    }),
+                    _ => None,
+                });
+                if let Some(h) = holder.filter(|h| h.lease != node.lease) {
+                    return Ok(Err(h));
+                }
+            }
+        }
+        Err(ClusterError::Timeout {
+            endpoints: self.endpoints.clone(),
+            what: "register node (its record kept changing)",
+        })
+    }
+
+    /// The TTL a lease was granted with and the seconds it has left, in whole seconds; None
+    /// when etcd no longer has it.
+    pub async fn lease_ttl(&self, lease: i64) -> Result<Option<(i64, i64)>, ClusterError> {
+        let resp = self
+            .call("lease time-to-live", |mut c| async move {
+                c.lease_time_to_live(lease, None).await
+            })
+            .await?;
+        Ok((resp.ttl() > 0).then(|| (resp.granted_ttl(), resp.ttl())))
     }
 
     /// Writes the node record under its lease.

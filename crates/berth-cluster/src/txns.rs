@@ -13,6 +13,9 @@
 //!   also guarded on the node record's absence), [`forgetting`] (a closed task deleted after the
 //!   retention), [`removing_service`];
 //! - [`Cluster::stop`]: [`stopping`] for `berth cluster stop`;
+//! - nodes: [`Cluster::drain_node`] (a drain record only for a registered node),
+//!   [`Cluster::remove_node`] (`berth cluster node rm`: refused while the node's lease lives
+//!   unless forced; its tasks closed, its drain record and assignments deleted);
 //! - services: [`Cluster::service`] (one, with its revision), [`Cluster::create_service`] (only
 //!   if the name is free), [`Cluster::update_service`] (guarded), and
 //!   [`Cluster::start_service_tasks`], which writes the service record (its `launched` count) in
@@ -388,5 +391,150 @@ impl Cluster {
         Ok(resp
             .succeeded()
             .then(|| resp.header().map_or(0, |h| h.revision())))
+    }
+}
+
+/// What [`Cluster::remove_node`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeRemoval {
+    /// Nothing in the cluster names the node: no registration, drain record, assignment or task.
+    NoSuchNode,
+    /// The node is registered under a live lease (its agent runs) and `force` was not given:
+    /// nothing was changed.
+    Alive { lease: i64 },
+    /// Removed: its registration (with `force`, its lease revoked: its record and statuses went
+    /// with it), its drain record and its assignments; `closed`, its open tasks, closed.
+    Removed {
+        was_alive: bool,
+        was_draining: bool,
+        closed: Vec<String>,
+    },
+}
+
+impl Cluster {
+    /// Asks for node `name` to be drained (`on`) or no longer: the drain record is written only
+    /// while the node is registered, deleted only if it exists. False when there is no such node
+    /// (not registered, and for `on == false` no drain record either): nothing was written.
+    pub async fn drain_node(
+        &self,
+        name: &str,
+        on: bool,
+        now_ms: u64,
+    ) -> Result<bool, ClusterError> {
+        let (node, drain) = (keys::node(name), keys::drain(name));
+        let txn = if on {
+            let value = record::encode(&record::DrainRecord {
+                requested_at_ms: now_ms,
+            });
+            Txn::new()
+                .when([Compare::create_revision(node, CompareOp::Greater, 0)])
+                .and_then([TxnOp::put(drain, value, None)])
+        } else {
+            Txn::new()
+                .when([Compare::create_revision(
+                    drain.clone(),
+                    CompareOp::Greater,
+                    0,
+                )])
+                .and_then([TxnOp::delete(drain, None)])
+                .or_else([TxnOp::get(node, None)])
+        };
+        let resp = self.txn("drain", txn).await?;
+        if resp.succeeded() {
+            return Ok(true);
+        }
+        // Undoing a drain nobody asked for is done already, if the node exists.
+        Ok(!on
+            && resp.op_responses().iter().any(|r| match r {
+                etcd_client::TxnOpResponse::Get(g) => !g.kvs().is_empty(),
+                _ => false,
+            }))
+    }
+
+    /// Removes node `name` from the cluster, as ECS's `DeregisterContainerInstance`: refused
+    /// while it is registered under a live lease (its agent runs), unless `force`, which revokes
+    /// that lease (the record and statuses go with it; an agent still running learns its lease
+    /// is gone, stops the node's tasks, whose assignments are gone, and registers again as a
+    /// new node). Then every task placed on it that is not closed is closed with `reason` (code
+    /// `UserInitiated`; a task asked to stop keeps its reason), so a service replaces it; and its
+    /// drain record and assignments are deleted, guarded on its record's absence (a node that
+    /// registered again meanwhile keeps them). A task that changed under a close is read and
+    /// closed again (a few rounds).
+    pub async fn remove_node(
+        &self,
+        name: &str,
+        force: bool,
+        reason: &str,
+        now_ms: u64,
+    ) -> Result<NodeRemoval, ClusterError> {
+        let view = self.view().await?;
+        let (assignments, _) = self.assignments(name).await?;
+        let on_node = |t: &TaskRecord| t.node.as_deref() == Some(name);
+        let registered = view.nodes.get(name);
+        let was_draining = view.drains.contains(name);
+        let known = registered.is_some()
+            || was_draining
+            || !assignments.is_empty()
+            || view.tasks.values().any(|t| on_node(&t.value));
+        if !known {
+            return Ok(NodeRemoval::NoSuchNode);
+        }
+        let was_alive = registered.is_some();
+        if let Some(node) = registered {
+            if !force {
+                return Ok(NodeRemoval::Alive { lease: node.lease });
+            }
+            match self.revoke(node.lease).await {
+                Ok(()) => {}
+                // Expired meanwhile: its keys are gone all the same.
+                Err(ClusterError::Etcd { error, .. })
+                    if error.to_string().contains("not found") => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut closed = Vec::new();
+        let mut view = view;
+        for round in 0..5 {
+            if round > 0 {
+                view = self.view().await?;
+            }
+            let open: Vec<&Versioned<TaskRecord>> = view
+                .tasks
+                .values()
+                .filter(|t| on_node(&t.value) && !t.value.is_closed())
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            let writes: Vec<Guarded> = open
+                .iter()
+                .map(|t| closing(t, reason, StopCode::UserInitiated, now_ms, true))
+                .collect();
+            let (done, _) = self.commit_all(&writes).await?;
+            for (t, ok) in open.iter().zip(done) {
+                if ok {
+                    closed.push(t.value.id.clone());
+                }
+            }
+        }
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                keys::node(name),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([
+                TxnOp::delete(keys::drain(name), None),
+                TxnOp::delete(
+                    keys::assign_prefix(name),
+                    Some(etcd_client::DeleteOptions::new().with_prefix()),
+                ),
+            ]);
+        self.txn("remove node", txn).await?;
+        Ok(NodeRemoval::Removed {
+            was_alive,
+            was_draining,
+            closed,
+        })
     }
 }

@@ -171,7 +171,7 @@ fn config(name: &str, ttl: u64) -> NodeConfig {
 /// when dropped.
 struct Running {
     stop: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
+    handle: tokio::task::JoinHandle<Result<(), node::Refused>>,
 }
 
 impl Running {
@@ -447,4 +447,45 @@ async fn a_lost_node_releases_its_closed_tasks_before_registering_again() {
             .any(|t| t.value.node.is_some() && !t.value.is_closed())
     );
     n.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_node_loop_with_the_same_name_is_refused_and_the_first_keeps_its_node() {
+    let etcd = EtcdCluster::start("node-twice", 3);
+    let c = Cluster::connect(&etcd.endpoint_list()).await.unwrap();
+    let first_local = FakeLocal::new();
+    let first = Running::start(&etcd, config("n1", 3), &first_local);
+    until(Duration::from_secs(20), "n1 registered", || async {
+        node_lease(&c, "n1").await.is_some()
+    })
+    .await;
+    let lease = node_lease(&c, "n1").await;
+    let ids = submit(&c, 1).await;
+    controller_pass(&c).await;
+
+    // Another agent (its own memory) as n1: it waits out the holder's TTL (3 s) and a margin,
+    // then is refused, naming the node; it never ran n1's task.
+    let second_local = FakeLocal::new();
+    let started = Instant::now();
+    let second = Running::start(&etcd, config("n1", 3), &second_local);
+    let refused = tokio::time::timeout(Duration::from_secs(30), second.handle)
+        .await
+        .expect("the second loop ends")
+        .expect("joined")
+        .expect_err("refused");
+    eprintln!("refused after {:?}: {refused}", started.elapsed());
+    assert_eq!(refused.node, "n1");
+    assert_eq!(Some(refused.holder.lease), lease);
+    assert!(
+        refused
+            .to_string()
+            .starts_with("node n1 is already registered by another agent"),
+        "{refused}"
+    );
+    assert!(second_local.inner.lock().unwrap().runs.is_empty());
+    // The first keeps its registration and its task.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(node_lease(&c, "n1").await, lease);
+    assert_eq!(first_local.inner.lock().unwrap().runs, ids);
+    first.kill().await;
 }

@@ -199,8 +199,10 @@ async fn a_lease_session_cut_off_is_lost_once_a_renewal_fails_and_gone_once_etcd
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leading_controller_cut_off_stops_once_its_lease_is_lost() {
-    // Lost: a renewal failed (after its retry window) with none for a TTL.
+async fn a_leading_controller_cut_off_stops_leading_and_leads_again_once_back() {
+    // Lost: a renewal failed (after its retry window) with none for a TTL. The controller stops
+    // leading (its election key goes with its lease), keeps campaigning, and leads again once
+    // etcd answers: the run never ends on its own.
     use berth_cluster::controller::{Config, Ended, run};
     use tokio_util::sync::CancellationToken;
     let etcd = EtcdCluster::start("partition-controller", 3);
@@ -221,30 +223,47 @@ async fn a_leading_controller_cut_off_stops_once_its_lease_is_lost() {
         let cancel = cancel.clone();
         tokio::spawn(async move { run(&c, config, cancel).await })
     };
-    // Leading: the election key is held.
-    let start = Instant::now();
-    while direct
-        .count(berth_cluster::keys::ELECTION)
-        .await
-        .expect("count")
-        == 0
-    {
-        assert!(start.elapsed() < Duration::from_secs(10), "never led");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Leading: the election key is held (`leads` waits for `want` keys).
+    let leads = |want: i64, limit: Duration| {
+        let direct = direct.clone();
+        async move {
+            let start = Instant::now();
+            while direct
+                .count(berth_cluster::keys::ELECTION)
+                .await
+                .expect("count")
+                != want
+            {
+                assert!(
+                    start.elapsed() < limit,
+                    "the election keys never became {want}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            start.elapsed()
+        }
+    };
+    leads(1, Duration::from_secs(10)).await;
     tokio::time::sleep(2 * ttl).await;
     assert!(!run.is_finished(), "still leading");
 
+    // Cut off for longer than the lease and a call's retry window: the lease expires in etcd.
     proxies.cut();
-    let t = Instant::now();
-    let ended = tokio::time::timeout(ttl + RETRY_WINDOW + MARGIN, run)
-        .await
-        .expect("it stops")
-        .expect("joined");
-    eprintln!(
-        "controller: stopped {:?} after the cut: {ended:?}",
-        t.elapsed()
+    let took = leads(0, ttl + RETRY_WINDOW + MARGIN).await;
+    eprintln!("controller: its election key gone {took:?} after the cut");
+    tokio::time::sleep(RETRY_WINDOW + MARGIN).await;
+    assert!(
+        !run.is_finished(),
+        "the controller keeps running through the outage"
     );
-    assert_eq!(ended.expect("no error"), Ended::Lost);
     proxies.heal();
+    let took = leads(1, ttl + RETRY_WINDOW + RECOVERY + MARGIN).await;
+    eprintln!("controller: leading again {took:?} after the heal");
+    assert!(!run.is_finished());
+    cancel.cancel();
+    let ended = tokio::time::timeout(RECOVERY, run)
+        .await
+        .expect("it stops when cancelled")
+        .expect("joined");
+    assert_eq!(ended.expect("no error"), Ended::Cancelled);
 }

@@ -1033,6 +1033,10 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => tracing::warn!(error = %e, "cannot list berth's containers"),
     }
+    // Said once when the node's name turns out to be another agent's: the agent stops, and
+    // exits non-zero.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+    let (refused_tx, mut refused_rx) = tokio::sync::oneshot::channel::<String>();
     #[cfg(feature = "cluster")]
     if let (Some((endpoints, config)), Some((name, changes))) =
         (node_config, agent.cluster_node.clone())
@@ -1043,12 +1047,14 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             name,
             changes,
         });
-        agent.tracker.spawn(berth_cluster::node::run(
-            endpoints,
-            config,
-            local,
-            agent.shutdown.child_token(),
-        ));
+        let run = berth_cluster::node::run(endpoints, config, local, agent.shutdown.child_token());
+        agent.tracker.spawn(async move {
+            if let Err(refused) = run.await {
+                let _ = refused_tx.send(format!(
+                    "{refused}; give each agent its own --node (`berth cluster nodes` lists the registered ones)"
+                ));
+            }
+        });
     }
     let (listener, socket) = berth_api::control::bind(&args.api_socket).await?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -1056,10 +1062,15 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     // Every state change is already in the store: on SIGTERM the agent stops serving, lets each
     // actor finish the Docker calls it has in flight (bounded by the engine's shutdown grace) and
     // exits; containers keep running and the next agent adopts them.
+    let mut refused = None;
     tokio::select! {
         r = berth_api::control::serve(listener, Arc::new(control::Control(agent.clone()))) => r.context("serving the control API")?,
         _ = sigterm.recv() => tracing::info!("SIGTERM: berth agent stopping; running tasks keep running"),
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: berth agent stopping; running tasks keep running"),
+        Ok(why) = &mut refused_rx => {
+            tracing::error!("{why}; berth agent stopping");
+            refused = Some(why);
+        }
     }
     socket.release();
     if let Some(server) = introspection {
@@ -1076,6 +1087,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             left = agent.tracker.len(),
             "shutdown: some tasks did not finish their Docker calls in time; the next agent adopts them"
         );
+    }
+    if let Some(why) = refused {
+        anyhow::bail!("{why}");
     }
     Ok(ExitCode::SUCCESS)
 }

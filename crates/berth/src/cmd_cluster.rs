@@ -2,7 +2,9 @@
 //! module knows no key and no etcd call): `submit` writes pending tasks, `ps` lists tasks with
 //! their node, service and status, `nodes` the registered nodes with what is reserved on them
 //! (both from one read of the whole cluster at one revision), `stop` asks a task to stop,
-//! `drain` asks for a node to take no new task (or no longer, `--undo`); `service` is
+//! `drain` asks for a node to take no new task (or no longer, `--undo`; refused for a node that
+//! is not registered), `node rm` removes a node that left (its tasks closed, its records
+//! deleted; refused while its lease lives unless `--force`); `service` is
 //! [`crate::cmd_cluster_service`]; `auth-setup` prints the etcdctl commands of berth's etcd roles
 //! (berth-cluster's `connect::setup_commands`). Every command that connects takes
 //! [`crate::etcd_args::EtcdArgs`]. Text tables for people, `--output json` (one JSON document)
@@ -105,7 +107,8 @@ pub enum ClusterCommand {
         #[arg(long, value_name = "COMMAND", default_value = "etcdctl", add = crate::config::Key::command_line_only())]
         etcdctl: String,
     },
-    /// Drain a node: no new task is placed on it (--undo: it takes tasks again).
+    /// Drain a node: no new task is placed on it (--undo: it takes tasks again). Refused for a
+    /// node that is not registered.
     Drain {
         node: String,
         #[arg(long)]
@@ -113,6 +116,41 @@ pub enum ClusterCommand {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// Nodes: rm.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum NodeCommand {
+    /// Remove a node that left for good (ECS DeregisterContainerInstance): its tasks are closed
+    /// (STOPPED; a service's are replaced elsewhere), its drain record and assignments deleted.
+    /// Refused while the node's agent runs (its lease is alive) unless --force.
+    #[command(after_help = "Examples:
+  berth cluster node rm ip-10-0-0-7
+  berth cluster node rm ip-10-0-0-7 --force
+
+A node whose agent stopped is lost once its lease expires (--node-lease-ttl): the controller
+closes its tasks then, but its drain record and assignments stay until `node rm`. Containers
+still running on that host are not stopped by the cluster: start its agent again (it stops
+the tasks the cluster closed) or remove them there. With --force on a live node, its lease is
+revoked: its agent stops the node's tasks and registers again as a new, empty node (stop the
+agent to keep it out).")]
+    Rm {
+        node: String,
+        /// Remove it although its agent renews its lease (the lease is revoked).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+}
+
+/// The reason the tasks of a removed node are closed with.
+pub fn removed_reason(node: &str) -> String {
+    format!("Node {node} was removed from the cluster (berth cluster node rm)")
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -225,13 +263,52 @@ async fn run_async(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        ClusterCommand::Node {
+            command: NodeCommand::Rm { node, force, conn },
+        } => remove_node(&node, force, &conn).await,
         ClusterCommand::Drain { node, undo, conn } => {
             berth_cluster::keys::check_name("node", &node).map_err(anyhow::Error::msg)?;
             let cluster = connect(&conn).await?;
-            cluster.set_drain(&node, !undo, now_ms()).await?;
+            if !cluster.drain_node(&node, !undo, now_ms()).await? {
+                bail!("no node {node}; `berth cluster nodes` lists them");
+            }
             match conn.output {
                 Output::Json => print_json(&serde_json::json!({ "node": node, "draining": !undo })),
                 Output::Text => println!("{node}: {}", if undo { "ACTIVE" } else { "DRAINING" }),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn remove_node(node: &str, force: bool, conn: &ConnArgs) -> anyhow::Result<ExitCode> {
+    use berth_cluster::txns::NodeRemoval;
+    berth_cluster::keys::check_name("node", node).map_err(anyhow::Error::msg)?;
+    let cluster = connect(conn).await?;
+    match cluster
+        .remove_node(node, force, &removed_reason(node), now_ms())
+        .await?
+    {
+        NodeRemoval::NoSuchNode => bail!("no node {node}; `berth cluster nodes` lists them"),
+        NodeRemoval::Alive { lease } => bail!(
+            "node {node} is alive: its agent renews its lease ({lease:x}); stop that agent first (the node is lost once its lease expires), or give --force to remove it anyway (its agent then stops the node's tasks and registers again as a new node)"
+        ),
+        NodeRemoval::Removed {
+            was_alive,
+            was_draining,
+            closed,
+        } => {
+            match conn.output {
+                Output::Json => print_json(&serde_json::json!({
+                    "node": node,
+                    "removed": true,
+                    "wasRegistered": was_alive,
+                    "wasDraining": was_draining,
+                    "stoppedTasks": closed,
+                })),
+                Output::Text => {
+                    println!("{node}: removed ({} task(s) stopped)", closed.len());
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

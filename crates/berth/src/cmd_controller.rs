@@ -2,9 +2,10 @@
 //! `controller::run` (campaign through etcd's election; while leading, a watch-fed view and one
 //! pass per `--interval`: close what is over, keep services at their count, place what is
 //! pending; each pass logged). Several may run; one leads, the others wait. It holds no state of
-//! its own. A leader that loses its lease exits 1 (a supervisor restarts it, and it campaigns
-//! again); SIGTERM or SIGINT cancels the run, which resigns at once when leading (the next
-//! controller leads without waiting for the TTL), and exits 0.
+//! its own. A leader that loses its lease (an etcd outage longer than its TTL) stops leading and
+//! campaigns again, as it does while etcd is away: it keeps running through any outage; SIGTERM
+//! or SIGINT cancels the run, which resigns at once when leading (the next controller leads
+//! without waiting for the TTL), and exits 0. It exits 1 only when etcd refuses it.
 
 use anyhow::Context as _;
 use berth_cluster::controller;
@@ -86,7 +87,5 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     };
     Ok(match controller::run(&cluster, config, cancel).await? {
         controller::Ended::Cancelled => ExitCode::SUCCESS,
-        // A supervisor restarts it, and it campaigns again.
-        controller::Ended::Lost => ExitCode::from(1),
     })
 }

@@ -13,7 +13,9 @@ use berth_cluster::record::{DesiredStatus, HealthStatus, NodeRecord, Resources, 
 use berth_cluster::store::Cluster;
 use berth_testkit::etcd::EtcdCluster;
 use berth_testkit::tcp_proxy::ProxySet;
-use common::cluster::{Controller, Fleet, berth, json_of, ps, submit, wait_until};
+use common::cluster::{
+    Controller, Fleet, berth, cluster_json, json_of, nodes, ps, submit, wait_until,
+};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -1228,5 +1230,289 @@ fn node_options_are_refused_with_their_name_and_a_data_directory_keeps_its_node(
     assert!(
         err.contains("belongs to cluster node \"n1\"") && err.contains("--node n1"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_lone_controller_outlives_an_etcd_outage_longer_than_its_lease_and_places_afterwards() {
+    // The controller reaches etcd only through proxies, which the test cuts for longer than the
+    // controller's lease (2 s) and the client's retry window (15 s): its lease is lost. It
+    // stops leading, keeps running and campaigning, and once etcd answers again leads and
+    // places a task submitted meanwhile.
+    let etcd = EtcdCluster::start("cli-outage", 3);
+    let endpoints = etcd.endpoints();
+    let proxies = ProxySet::start(&etcd.client_addrs());
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt
+        .block_on(Cluster::connect(&etcd.endpoint_list()))
+        .unwrap();
+    register(&rt, &cluster, &["n1"]);
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","cpu":128,"memory":128}]}"#,
+    )
+    .unwrap();
+    let mut controller = Controller::start(dir.path(), "c1", &proxies.endpoints());
+    submit(&endpoints, &def, 1);
+    wait_placed(&endpoints, 1, Duration::from_secs(20));
+
+    proxies.cut();
+    let cut = Instant::now();
+    let outage = Duration::from_secs(2 + 15 + 8);
+    while cut.elapsed() < outage {
+        assert!(
+            controller.running(),
+            "the controller exited {:?} into the outage:\n{}",
+            cut.elapsed(),
+            controller.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        controller.log().contains("lost the controller lease"),
+        "the outage outlasted the lease:\n{}",
+        controller.log()
+    );
+    submit(&endpoints, &def, 1);
+    proxies.heal();
+    let healed = Instant::now();
+    let (placed, _) = wait_placed(&endpoints, 2, Duration::from_secs(45));
+    eprintln!("placed {:?} after the heal", healed.elapsed());
+    assert_eq!(per_node(&placed), BTreeMap::from([("n1".into(), 2)]));
+    assert!(controller.running(), "{}", controller.log());
+}
+
+/// `berth cluster ARGS --etcd ENDPOINTS` that must fail: its exit code and standard error.
+fn cluster_refused(endpoints: &str, args: &[&str]) -> (Option<i32>, String) {
+    let mut all = vec!["cluster"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--etcd", endpoints]);
+    let out = berth(&all);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn drain_refuses_an_unknown_node_and_node_rm_removes_a_node_that_left() {
+    let etcd = EtcdCluster::start("cli-noderm", 3);
+    let endpoints = etcd.endpoints();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt
+        .block_on(Cluster::connect(&etcd.endpoint_list()))
+        .unwrap();
+    let leases = register(&rt, &cluster, &["n1", "n2"]);
+
+    // No such node: drain, its undo and rm are refused by name, and nothing is written.
+    for args in [
+        &["drain", "NOSUCHNODE"][..],
+        &["drain", "NOSUCHNODE", "--undo"],
+        &["node", "rm", "NOSUCHNODE"],
+        &["node", "rm", "NOSUCHNODE", "--force"],
+    ] {
+        let (code, err) = cluster_refused(&endpoints, args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert_eq!(
+            err.trim(),
+            "berth: error: no node NOSUCHNODE; `berth cluster nodes` lists them",
+            "{args:?}"
+        );
+    }
+    assert!(rt.block_on(cluster.drains()).unwrap().is_empty());
+
+    // One task on each node, then n2 drained (its task stays until replaced: a standalone task
+    // is not moved).
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","cpu":128,"memory":128}]}"#,
+    )
+    .unwrap();
+    let mut controller = Controller::start(dir.path(), "c1", &endpoints);
+    submit(&endpoints, &def, 2);
+    let (placed, _) = wait_placed(&endpoints, 2, Duration::from_secs(20));
+    assert_eq!(
+        per_node(&placed),
+        BTreeMap::from([("n1".into(), 1), ("n2".into(), 1)])
+    );
+    let on = |node: &str| {
+        placed
+            .iter()
+            .find(|(_, n)| *n == node)
+            .map(|(t, _)| t.clone())
+            .unwrap()
+    };
+    let (t1, t2) = (on("n1"), on("n2"));
+    for t in [&t1, &t2] {
+        report(&rt, &cluster, &leases, t, "RUNNING");
+    }
+    let drained = cluster_json(&endpoints, &["drain", "n2"]);
+    assert_eq!(drained["draining"], true);
+
+    // n2 is alive (its lease renewed): rm is refused, naming the way out.
+    let (code, err) = cluster_refused(&endpoints, &["node", "rm", "n2"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("node n2 is alive: its agent renews its lease") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(nodes(&endpoints).len(), 2);
+
+    // n2 leaves for good, while no controller runs (so the removal, not the controller, closes
+    // its task): its lease ends. rm removes the drain record and the assignment and closes the
+    // task, STOPPED with the removal's reason.
+    controller.kill9();
+    rt.block_on(cluster.revoke(leases["n2"])).unwrap();
+    let removed = cluster_json(&endpoints, &["node", "rm", "n2"]);
+    assert_eq!(removed["node"], "n2");
+    assert_eq!(removed["wasRegistered"], false);
+    assert_eq!(removed["wasDraining"], true);
+    assert_eq!(removed["stoppedTasks"], serde_json::json!([t2]));
+    assert!(rt.block_on(cluster.drains()).unwrap().is_empty());
+    assert!(rt.block_on(cluster.assignments("n2")).unwrap().0.is_empty());
+    let task = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == t2.as_str())
+        .unwrap();
+    assert_eq!(task["desiredStatus"], "STOPPED", "{task}");
+    assert_eq!(task["lastStatus"], "STOPPED", "{task}");
+    assert_eq!(task["stopCode"], "UserInitiated", "{task}");
+    assert_eq!(
+        task["reason"],
+        "Node n2 was removed from the cluster (berth cluster node rm)"
+    );
+    // The task on n1 is untouched.
+    let task = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == t1.as_str())
+        .unwrap();
+    assert!(open(&task), "{task}");
+
+    // --force removes a live node: its lease is revoked, its record gone, its task closed.
+    let text = berth(&[
+        "cluster", "node", "rm", "n1", "--force", "--etcd", &endpoints,
+    ]);
+    assert!(
+        text.status.success(),
+        "{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout).trim(),
+        "n1: removed (1 task(s) stopped)"
+    );
+    assert!(nodes(&endpoints).is_empty());
+    let task = ps(&endpoints)
+        .into_iter()
+        .find(|t| t["task"] == t1.as_str())
+        .unwrap();
+    assert_eq!(task["lastStatus"], "STOPPED", "{task}");
+    assert_eq!(
+        rt.block_on(cluster.lease_ttl(leases["n1"])).unwrap(),
+        None,
+        "n1's lease is revoked"
+    );
+}
+
+#[test]
+fn scaling_in_a_service_keeps_it_spread_over_the_nodes() {
+    // A service of 4 on n1 alone, then two more nodes and 6 tasks (4/1/1, the newest on n2 and
+    // n3), then scaled to 3: spread (the default strategy) stops from n1, the fullest node,
+    // leaving 1/1/1 (stopping the newest left 3/0/0).
+    let etcd = EtcdCluster::start("cli-scalein", 3);
+    let endpoints = etcd.endpoints();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cluster = rt
+        .block_on(Cluster::connect(&etcd.endpoint_list()))
+        .unwrap();
+    let mut leases = register(&rt, &cluster, &["n1"]);
+    let def = dir.path().join("web.json");
+    std::fs::write(
+        &def,
+        r#"{"family":"web","containerDefinitions":[{"name":"app","image":"busybox","cpu":128,"memory":128}]}"#,
+    )
+    .unwrap();
+    let def = def.to_str().unwrap();
+    let _controller = Controller::start(dir.path(), "c1", &endpoints);
+    // Placed tasks that are open, per node.
+    let open_per_node = |tasks: &[serde_json::Value]| {
+        let mut out: BTreeMap<String, usize> = BTreeMap::new();
+        for t in tasks
+            .iter()
+            .filter(|t| open(t) && t["desiredStatus"] == "RUNNING" && !t["node"].is_null())
+        {
+            *out.entry(str_of(t, "node").to_owned()).or_default() += 1;
+        }
+        out
+    };
+    // Reports every placed task not yet reported RUNNING.
+    let run_all = |leases: &BTreeMap<String, i64>| {
+        for t in ps(&endpoints) {
+            if open(&t) && !t["node"].is_null() && t["lastStatus"] == "PROVISIONING" {
+                report(&rt, &cluster, leases, str_of(&t, "task"), "RUNNING");
+            }
+        }
+    };
+    service(&endpoints, &["create", "web", def, "--desired-count", "4"]);
+    wait_ps(
+        &endpoints,
+        Duration::from_secs(20),
+        "4 on n1",
+        &|_| {},
+        &|tasks| open_per_node(tasks) == BTreeMap::from([("n1".to_owned(), 4)]),
+    );
+    run_all(&leases);
+    leases.extend(register(&rt, &cluster, &["n2", "n3"]));
+    service(&endpoints, &["update", "web", "--desired-count", "6"]);
+    wait_ps(
+        &endpoints,
+        Duration::from_secs(20),
+        "4/1/1",
+        &|_| {},
+        &|tasks| {
+            open_per_node(tasks)
+                == BTreeMap::from([
+                    ("n1".to_owned(), 4),
+                    ("n2".to_owned(), 1),
+                    ("n3".to_owned(), 1),
+                ])
+        },
+    );
+    run_all(&leases);
+    wait_ps(
+        &endpoints,
+        Duration::from_secs(10),
+        "all 6 RUNNING",
+        &|_| {},
+        &|tasks| {
+            tasks
+                .iter()
+                .filter(|t| t["lastStatus"] == "RUNNING")
+                .count()
+                == 6
+        },
+    );
+    service(&endpoints, &["update", "web", "--desired-count", "3"]);
+    let tasks = wait_ps(
+        &endpoints,
+        Duration::from_secs(20),
+        "3 tasks left running",
+        &|_| {},
+        &|tasks| open_per_node(tasks).values().sum::<usize>() == 3,
+    );
+    assert_eq!(
+        open_per_node(&tasks),
+        BTreeMap::from([
+            ("n1".to_owned(), 1),
+            ("n2".to_owned(), 1),
+            ("n3".to_owned(), 1),
+        ]),
+        "{tasks:#?}"
     );
 }

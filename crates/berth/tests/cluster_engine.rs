@@ -541,3 +541,70 @@ fn a_rolling_update_keeps_the_minimum_healthy_and_the_maximum() {
         );
     }
 }
+
+#[test]
+fn a_second_agent_with_the_same_node_name_is_refused_and_the_first_keeps_the_node() {
+    let mut fleet = Fleet::start("ce-twice");
+    fleet.node("n1", NodeOpts::default().lease_ttl(TTL).cpu(4096));
+    fleet.controller("c1");
+    let id = fleet.submit(&definition("solo", 64, 1), &[]).remove(0);
+    fleet.wait_until(Duration::from_secs(60), "the task runs on n1", || {
+        node_of(&fleet, &id)
+    });
+
+    // A second agent, its own data directory, the same --node: refused by name once n1's
+    // lease has been seen renewed for its TTL, and exits non-zero.
+    let mut launch = common::agent::Launch::default();
+    launch.args.extend(
+        [
+            "--etcd",
+            &fleet.endpoints(),
+            "--node",
+            "n1",
+            "--node-lease-ttl",
+            TTL,
+        ]
+        .map(str::to_owned),
+    );
+    let mut second = common::agent::Agent::start_launch("1h", launch, &[], &[]);
+    let started = Instant::now();
+    let child = second.child.as_mut().expect("started");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the second agent of n1 still runs after 60 s:\n{}\n{}",
+            second.log(),
+            fleet.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    second.child = None;
+    eprintln!(
+        "the second agent exited {status:?} after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(status.code(), Some(1), "{}", second.log());
+    let log = second.log();
+    assert!(
+        log.contains("berth: error: node n1 is already registered by another agent")
+            && log.contains("give each agent its own --node"),
+        "{log}"
+    );
+
+    // The first keeps the node: still registered a lease TTL and more later, its task running
+    // there once, reported RUNNING.
+    std::thread::sleep(Duration::from_secs(2 * TTL_SECS));
+    let nodes = fleet.nodes();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(nodes[0]["node"], "n1");
+    assert_eq!(node_of(&fleet, &id), Ok("n1".to_owned()));
+    let task = fleet.task(&id).expect("listed");
+    assert_eq!(task["lastStatus"], "RUNNING", "{task}");
+    assert!(
+        fleet.agent("n1").cli(&["ps"]).0 == 0,
+        "the first agent runs"
+    );
+}

@@ -11,7 +11,7 @@
 //!   ([`check_settled`]).
 
 use super::*;
-use crate::record::{HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord};
+use crate::record::{HealthStatus, LastStatus, NodeRecord, Resources, StatusRecord, Strategy};
 use berth_model::TaskDefinition;
 use proptest::prelude::{Just, ProptestConfig, any, prop, prop_assert, prop_oneof, proptest};
 use proptest::strategy::Strategy as _;
@@ -1059,6 +1059,54 @@ fn a_service_whose_launches_keep_failing_is_throttled_and_the_delay_doubles() {
 }
 
 #[test]
+fn a_failure_learnt_in_a_pass_throttles_that_very_pass() {
+    // Two failed launches; the wait after them is over, so one task is started again, and its
+    // node reports that it failed too. The pass that closes it must not start another at once:
+    // that failure is the third, and the next start waits 20 s after it.
+    const T: u64 = 1_000_000;
+    let v = Views::default()
+        .node("a", 8)
+        .service(service("web", 1, 100, 200));
+    let v = failed(v, "f1", T, T + 500, StopCode::TaskFailedToStart);
+    let v = failed(v, "f2", T + 1_000, T + 2_000, StopCode::TaskFailedToStart);
+    let v = v
+        .pending("web", "f3", T + 12_000, DEPLOYMENT)
+        .place("f3", "a");
+    let fence = v.view.tasks["f3"].value.fence.expect("placed");
+    let v = v.status(
+        "a",
+        StatusRecord {
+            stopped_reason: Some("CannotPullContainerError".to_owned()),
+            failed_to_start: true,
+            ..status("f3", fence, LastStatus::Stopped, HealthStatus::Unknown)
+        },
+    );
+    let p = plan_at(&v.view, T + 13_000);
+    assert_eq!(
+        p.actions,
+        vec![close(
+            "f3",
+            "CannotPullContainerError",
+            StopCode::TaskFailedToStart,
+            false
+        )]
+    );
+    assert_eq!(p.throttled, vec![("web".to_owned(), T + 33_000)]);
+    // A task asked to stop by the scheduler keeps its code when it is closed: not a failure.
+    let v = v.edit("f3", |t| {
+        t.desired_status = DesiredStatus::Stopped;
+        t.stop_code = Some(StopCode::ServiceSchedulerInitiated);
+        t.reason = Some(scaling(DEPLOYMENT));
+    });
+    let p = plan_at(&v.view, T + 13_000);
+    assert!(p.throttled.is_empty(), "{p:?}");
+    assert!(
+        p.actions.iter().any(|a| matches!(a, Action::Start { .. })),
+        "{p:?}"
+    );
+}
+
+#[test]
 fn what_does_not_count_as_a_failed_launch() {
     const T: u64 = 1_000_000;
     let base = Views::default()
@@ -1816,5 +1864,181 @@ proptest! {
             sim.view.drains.insert(format!("n{}", n % node_slots.len()));
         }
         sim.settle()?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scale-in and the placement strategy
+
+/// Nodes `n0`…: node `i` has attribute `zone = z<zones[i]>` and room for 64 tasks; `counts[i]`
+/// running tasks of service `web` (desired `desired`, `strategy`) on node `i`, created in turn
+/// round the nodes, or (`node_by_node`) all of `n0`'s first, then `n1`'s…, so that the newest
+/// tasks are on the last nodes.
+fn spread_view(
+    zones: &[usize],
+    counts: &[usize],
+    desired: u32,
+    strategy: Vec<Strategy>,
+    node_by_node: bool,
+) -> Views {
+    let mut v = Views::default();
+    for (i, zone) in zones.iter().enumerate() {
+        let name = format!("n{i}");
+        v = v.node(&name, 64);
+        if let Some(n) = v.view.nodes.get_mut(&name) {
+            n.attributes.insert("zone".to_owned(), format!("z{zone}"));
+        }
+    }
+    v = v.service(ServiceRecord {
+        placement_strategy: strategy,
+        ..service("web", desired, 100, 200)
+    });
+    let mut order: Vec<usize> = Vec::new();
+    if node_by_node {
+        for (i, count) in counts.iter().enumerate() {
+            order.extend(std::iter::repeat_n(i, *count));
+        }
+    } else {
+        let most = counts.iter().copied().max().unwrap_or(0);
+        for round in 0..most {
+            order.extend((0..counts.len()).filter(|&i| round < counts[i]));
+        }
+    }
+    for (created, i) in (1u64..).zip(order) {
+        let id = format!("t{created:03}");
+        v = v.running("web", &id, created, DEPLOYMENT, &format!("n{i}"));
+    }
+    v
+}
+
+/// How many of `web`'s tasks the plan leaves on each spread value of `field` (`instanceId` or
+/// `attribute:zone`), every value of the view's nodes listed, and how many it took from each.
+fn left_per_value(
+    view: &ClusterView,
+    p: &Plan,
+    field: &str,
+) -> (BTreeMap<String, usize>, BTreeMap<String, usize>) {
+    let value = |node: &str| match field.strip_prefix("attribute:") {
+        Some(name) => view.nodes[node].attributes[name].clone(),
+        None => node.to_owned(),
+    };
+    let stopped: BTreeSet<&str> = p
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Stop { task, .. } => Some(task.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut left: BTreeMap<String, usize> = view.nodes.keys().map(|n| (value(n), 0)).collect();
+    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+    for t in view.tasks.values().map(|t| &t.value) {
+        let node = t.node.as_deref().expect("placed");
+        if stopped.contains(t.id.as_str()) {
+            *taken.entry(value(node)).or_default() += 1;
+        } else {
+            *left.entry(value(node)).or_default() += 1;
+        }
+    }
+    (left, taken)
+}
+
+fn spread_of(counts: &BTreeMap<String, usize>) -> usize {
+    let max = counts.values().copied().max().unwrap_or(0);
+    let min = counts.values().copied().min().unwrap_or(0);
+    max - min
+}
+
+#[test]
+fn scaling_in_a_spread_service_keeps_it_spread_over_its_nodes() {
+    // 3/4/2 tasks on three nodes, the newest on the last two, scaled to 3. Stopping the newest
+    // left 3/0/0; spread leaves one on each.
+    let v = spread_view(&[0, 1, 2], &[3, 4, 2], 3, Vec::new(), true);
+    let p = plan_at(&v.view, NOW);
+    let (left, _) = left_per_value(&v.view, &p, "instanceId");
+    assert_eq!(
+        left.values().copied().collect::<Vec<_>>(),
+        [1, 1, 1],
+        "{p:?}"
+    );
+    // Every stop has the scheduler's reason.
+    assert!(p.actions.iter().all(
+        |a| matches!(a, Action::Stop { reason, code, .. } if *reason == scaling(DEPLOYMENT) && *code == StopCode::ServiceSchedulerInitiated)
+    ));
+}
+
+#[test]
+fn scaling_in_spread_over_an_attribute_balances_the_values_not_the_nodes() {
+    // Zone z0 has two nodes with 2 tasks each, z1 one node with 2: scaled to 3, two stops come
+    // from z0 (4 tasks) until the zones are even, the third from either (the newest task).
+    let strategy = vec![Strategy::Spread {
+        field: "attribute:zone".to_owned(),
+    }];
+    let v = spread_view(&[0, 0, 1], &[2, 2, 2], 3, strategy.clone(), false);
+    let p = plan_at(&v.view, NOW);
+    let (left, taken) = left_per_value(&v.view, &p, "attribute:zone");
+    assert_eq!(taken.get("z0"), Some(&2), "{p:?}");
+    assert_eq!(left["z0"] + left["z1"], 3);
+    assert!(spread_of(&left) <= 1, "{left:?}");
+}
+
+#[test]
+fn scaling_in_binpack_stops_on_the_least_packed_node() {
+    // Binpack on memory: n1 holds one task, n0 three; scaled from 4 to 3, the task on n1 goes
+    // (that node then has the most memory free), though it is not the newest.
+    let strategy = vec![Strategy::Binpack {
+        field: "memory".to_owned(),
+    }];
+    let v = spread_view(&[0, 1], &[3, 1], 3, strategy, false);
+    let p = plan_at(&v.view, NOW);
+    let (left, taken) = left_per_value(&v.view, &p, "instanceId");
+    assert_eq!(taken, BTreeMap::from([("n1".to_owned(), 1)]), "{p:?}");
+    assert_eq!(left["n0"], 3);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Scale-in of a spread service, over instances or an attribute, from any distribution of
+    /// its tasks: it stops exactly the excess, each stop from a value among the fullest (no
+    /// value ends more than one below the fullest that lost a task), and what stays is never
+    /// less even than before (a balanced service stays balanced).
+    #[test]
+    fn scale_in_keeps_a_spread_service_balanced(
+        nodes in prop::collection::vec((0..3usize, 0..6usize), 1..=5),
+        desired_share in 0..=100u32,
+        on_attribute in any::<bool>(),
+        node_by_node in any::<bool>(),
+    ) {
+        let zones: Vec<usize> = nodes.iter().map(|(z, _)| *z).collect();
+        let counts: Vec<usize> = nodes.iter().map(|(_, c)| *c).collect();
+        let total: usize = counts.iter().sum();
+        let desired = u32::try_from(total).unwrap_or(0) * desired_share / 100;
+        let field = if on_attribute { "attribute:zone" } else { "instanceId" };
+        let strategy = vec![Strategy::Spread { field: field.to_owned() }];
+        let v = spread_view(&zones, &counts, desired, strategy, node_by_node);
+        let p = plan_at(&v.view, NOW);
+        let (left, taken) = left_per_value(&v.view, &p, field);
+        let before: BTreeMap<String, usize> = left
+            .iter()
+            .map(|(k, n)| (k.clone(), n + taken.get(k).copied().unwrap_or(0)))
+            .collect();
+        prop_assert!(p.problems.is_empty(), "{:?}", p);
+        prop_assert!(
+            taken.values().sum::<usize>() == total - desired as usize,
+            "stopped {:?} of {:?} to reach {}", taken, before, desired
+        );
+        let fullest = left.values().copied().max().unwrap_or(0);
+        for value in taken.keys() {
+            prop_assert!(
+                left[value] + 1 >= fullest,
+                "took from {} which kept {}, while another kept {}: {:?} -> {:?}",
+                value, left[value], fullest, before, left
+            );
+        }
+        prop_assert!(
+            spread_of(&left) <= spread_of(&before).max(1),
+            "{:?} -> {:?}", before, left
+        );
     }
 }
