@@ -454,6 +454,8 @@ impl Cluster {
         })
         .await?;
         Ok(())
+    }
+
     /// The record of node `name`, None when it is not registered (its lease expired, or it
     /// never was).
     pub async fn node(&self, name: &str) -> Result<Option<NodeRecord>, ClusterError> {
