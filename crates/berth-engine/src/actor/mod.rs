@@ -51,6 +51,9 @@ pub use run::run_task;
 pub use stop::STOP_FAILURE_PREFIX;
 
 use crate::report::Report;
+use crate::retry::RetryPolicy;
+use crate::runtime::RuntimeError;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Requests to a running task.
@@ -67,6 +70,40 @@ pub type Reports = mpsc::UnboundedSender<Report>;
 
 /// The reason of a container removed from Docker by someone else.
 const VANISHED_REASON: &str = "container removed from Docker behind berth's back";
+
+/// How a call that decides what an earlier failure left behind (an image inspect before a pull, a
+/// container inspect after a failed create or start) is asked again while it fails: after 1, 2, 4
+/// and 8 s, [`ASK_AGAIN_ATTEMPTS`] attempts in all. A stop gives the wait up with its effect.
+const ASK_AGAIN: RetryPolicy = RetryPolicy {
+    first: Duration::from_secs(1),
+    max: Duration::from_secs(8),
+};
+const ASK_AGAIN_ATTEMPTS: u32 = 5;
+
+/// Run `call` until it succeeds or Docker says the object does not exist
+/// ([`RuntimeError::NotFound`], returned at once), at most [`ASK_AGAIN_ATTEMPTS`] times on
+/// [`ASK_AGAIN`]; the last error when every attempt failed.
+async fn ask_again<T, F, Fut>(what: &str, mut call: F) -> Result<T, RuntimeError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, RuntimeError>>,
+{
+    let mut backoff = ASK_AGAIN.backoff();
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(e @ RuntimeError::NotFound { .. }) => return Err(e),
+            Err(e) if attempt >= ASK_AGAIN_ATTEMPTS => return Err(e),
+            Err(e) => {
+                let wait = backoff.next_delay();
+                tracing::warn!(call = what, error = %e, attempt, ?wait, "a call that decides what Docker did failed; asking again");
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+            }
+        }
+    }
+}
 
 /// What the modules' unit tests share.
 #[cfg(test)]

@@ -1,0 +1,115 @@
+//! Engine answers berth must not guess, on the real Engine behind berth-testkit's fault-injecting
+//! proxy (issue 24): a failed image inspect is not "absent" (no pull over a local image).
+
+mod common;
+
+use berth_testkit::berth_run::test_container;
+use berth_testkit::engine_proxy::{EngineProxy, Fault, Rule};
+use berth_testkit::{FamilyGuard, docker_cli, test_image, unique_name};
+use common::agent::Agent;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const SERVE: &str = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
+/// A locally built image (a tag of the test image under a name no registry has), removed when
+/// dropped.
+struct LocalImage(String);
+
+impl LocalImage {
+    fn new() -> LocalImage {
+        let name = format!("{}:local", unique_name("berth-local-only-"));
+        docker_cli(&["tag", &test_image(), &name]);
+        LocalImage(name)
+    }
+}
+
+impl Drop for LocalImage {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", &self.0])
+            .output();
+    }
+}
+
+/// The pull requests berth sent through the proxy.
+fn pulls(proxy: &EngineProxy) -> Vec<String> {
+    proxy
+        .seen()
+        .into_iter()
+        .filter(|l| l.contains("/images/create"))
+        .collect()
+}
+
+fn local_image_task(family: &str, image: &str) -> Value {
+    let mut c = test_container("app", SERVE);
+    c["image"] = json!(image);
+    json!({"family": family, "containerDefinitions": [c]})
+}
+
+#[test]
+fn a_refused_image_inspect_is_asked_again_and_never_pulls_over_the_local_image() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let proxy = EngineProxy::start(dir.path());
+    let image = LocalImage::new();
+    let name = image.0.split(':').next().unwrap_or_default().to_string();
+    // prefer-cached (the harness's default): the image is here, so nothing may be pulled.
+    let agent = Agent::start_with("1h", &["--docker-host", &proxy.url()]);
+    proxy.add_rule(Rule::new("GET", &format!("/images/{name}"), Fault::Refuse));
+    let family = unique_name("engine-faults-inspect-");
+    let _g = FamilyGuard(family.clone());
+    let id = agent.submit(&local_image_task(&family, &image.0));
+    // The Engine refuses the inspect for a while (a 503), then answers again.
+    let t = Instant::now();
+    while proxy.faulted() < 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "berth never asked for the image twice: {:?}\n{}",
+            proxy.seen(),
+            agent.log()
+        );
+        let v = agent.task(&id);
+        assert_ne!(v["known"], "STOPPED", "{v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    proxy.clear();
+    let v = agent.wait_for(&id, "ran", |v| {
+        assert_ne!(v["known"], "STOPPED", "{v}");
+        v["known"] == "RUNNING"
+    });
+    let docker_id = v["containers"][0]["dockerId"].as_str().expect("created");
+    let used = docker_cli(&["inspect", "-f", "{{.Config.Image}}", docker_id]);
+    assert_eq!(used.trim(), image.0, "the container runs the local image");
+    assert!(pulls(&proxy).is_empty(), "pulled: {:?}", pulls(&proxy));
+    let log = agent.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("image inspect") && l.contains("asking again")),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_image_inspect_that_keeps_failing_says_so_and_pulls_nothing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let proxy = EngineProxy::start(dir.path());
+    let image = LocalImage::new();
+    let name = image.0.split(':').next().unwrap_or_default().to_string();
+    let agent = Agent::start_with("1h", &["--docker-host", &proxy.url()]);
+    proxy.add_rule(Rule::new("GET", &format!("/images/{name}"), Fault::Refuse));
+    let family = unique_name("engine-faults-inspect-down-");
+    let _g = FamilyGuard(family.clone());
+    let id = agent.submit(&local_image_task(&family, &image.0));
+    let v = agent.wait_for(&id, "stopped", |v| v["known"] == "STOPPED");
+    let reason = v["containers"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with(&format!(
+            "CannotPullContainerError: cannot tell whether image {} is present locally",
+            image.0
+        )) && reason.contains("failed 5 times")
+            && reason.contains("refused for the test"),
+        "{v}"
+    );
+    assert!(pulls(&proxy).is_empty(), "pulled: {:?}", pulls(&proxy));
+    assert_eq!(proxy.faulted(), 5, "{:?}", proxy.seen());
+}
