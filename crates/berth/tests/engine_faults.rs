@@ -1,11 +1,12 @@
 //! Engine answers berth must not guess, on the real Engine behind berth-testkit's fault-injecting
-//! proxy (issue 24): a failed image inspect is not "absent" (no pull over a local image).
+//! proxy (issue 24): a failed image inspect is not "absent" (no pull over a local image); a
+//! create or start whose answer is lost is decided by asking Docker.
 
 mod common;
 
 use berth_testkit::berth_run::test_container;
 use berth_testkit::engine_proxy::{EngineProxy, Fault, Rule};
-use berth_testkit::{FamilyGuard, docker_cli, test_image, unique_name};
+use berth_testkit::{FamilyGuard, docker_cli, family_containers, test_image, unique_name};
 use common::agent::Agent;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -112,4 +113,76 @@ fn an_image_inspect_that_keeps_failing_says_so_and_pulls_nothing() {
     );
     assert!(pulls(&proxy).is_empty(), "pulled: {:?}", pulls(&proxy));
     assert_eq!(proxy.faulted(), 5, "{:?}", proxy.seen());
+}
+
+/// Does Docker (its own socket, not the proxy) run this container?
+fn docker_running(id: &str) -> bool {
+    docker_cli(&[
+        "-H",
+        "unix:///var/run/docker.sock",
+        "inspect",
+        "-f",
+        "{{.State.Running}}",
+        id,
+    ])
+    .trim()
+        == "true"
+}
+
+#[test]
+fn a_create_and_a_start_whose_answers_are_lost_are_decided_by_asking_docker() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let proxy = EngineProxy::start(dir.path());
+    let agent = Agent::start_with("1h", &["--docker-host", &proxy.url()]);
+    // Docker's events do not reach the agent (its `start` event would come late; the stream hangs,
+    // so no resync comes either), and the answers
+    // to the create and the start are lost after Docker acted on them.
+    proxy.set_rules(vec![
+        Rule::new("GET", "/events", Fault::Hang),
+        Rule::new("POST", "/containers/create", Fault::LoseAnswer),
+        Rule::new("POST", "/start", Fault::LoseAnswer),
+    ]);
+    let family = unique_name("engine-faults-lost-");
+    let _g = FamilyGuard(family.clone());
+    let id = agent.submit(&json!({"family": family,
+        "containerDefinitions": [test_container("web", SERVE)]}));
+    let v = agent.wait_for(&id, "ran", |v| {
+        assert_ne!(
+            v["known"], "STOPPED",
+            "stopped although Docker runs it: {v}"
+        );
+        v["known"] == "RUNNING"
+    });
+    let seen = proxy.seen();
+    assert!(
+        seen.iter().any(|l| l.contains("/containers/create"))
+            && seen.iter().any(|l| l.contains("/start")),
+        "{seen:?}"
+    );
+    let containers = family_containers(&family);
+    assert_eq!(containers.len(), 1, "one container: {containers:?}");
+    let docker_id = v["containers"][0]["dockerId"].as_str().expect("an id");
+    assert!(
+        containers[0].starts_with(&docker_id[..12]),
+        "{containers:?} {v}"
+    );
+    assert!(docker_running(docker_id), "Docker runs it");
+    // A few seconds on, it is still RUNNING (nothing decided it stopped) and still one container.
+    std::thread::sleep(Duration::from_secs(3));
+    let v = agent.task(&id);
+    assert_eq!(v["known"], "RUNNING", "{v}");
+    assert_eq!(family_containers(&family).len(), 1);
+    let log = agent.log();
+    assert!(log.contains("the create's answer was lost"), "{log}");
+    assert!(log.contains("the start's answer was lost"), "{log}");
+
+    // A stop whose answer is lost: Docker's inspect says it stopped.
+    proxy.set_rules(vec![
+        Rule::new("GET", "/events", Fault::Hang),
+        Rule::new("POST", "/stop", Fault::LoseAnswer),
+    ]);
+    let (code, out, err) = agent.cli(&["stop", &id]);
+    assert!(code == 0 || code == 75, "{code} {out}{err}");
+    agent.wait_for(&id, "stopped", |v| v["known"] == "STOPPED");
+    assert!(!docker_running(docker_id));
 }
