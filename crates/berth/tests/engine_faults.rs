@@ -1,6 +1,7 @@
 //! Engine answers berth must not guess, on the real Engine behind berth-testkit's fault-injecting
 //! proxy (issue 24): a failed image inspect is not "absent" (no pull over a local image); a
-//! create or start whose answer is lost is decided by asking Docker.
+//! create or start whose answer is lost is decided by asking Docker; an acknowledged stop is
+//! durable, even while a resync's inspect hangs.
 
 mod common;
 
@@ -185,4 +186,54 @@ fn a_create_and_a_start_whose_answers_are_lost_are_decided_by_asking_docker() {
     assert!(code == 0 || code == 75, "{code} {out}{err}");
     agent.wait_for(&id, "stopped", |v| v["known"] == "STOPPED");
     assert!(!docker_running(docker_id));
+}
+
+#[test]
+fn an_acknowledged_stop_survives_a_kill_while_a_resync_inspect_hangs() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let proxy = EngineProxy::start(dir.path());
+    let mut agent = Agent::start_with("1h", &["--docker-host", &proxy.url()]);
+    let family = unique_name("engine-faults-stop-");
+    let _g = FamilyGuard(family.clone());
+    let id = agent.submit(&json!({"family": family,
+        "containerDefinitions": [test_container("web", SERVE)]}));
+    let v = agent.wait_for(&id, "ran", |v| v["known"] == "RUNNING");
+    let docker_id = v["containers"][0]["dockerId"]
+        .as_str()
+        .expect("created")
+        .to_string();
+    // The Engine stalls on the container's inspect; the event stream breaks, so the agent
+    // re-subscribes and re-syncs, and the resync's inspect hangs.
+    let inspect = format!("/containers/{docker_id}/json");
+    proxy.add_rule(Rule::new("GET", &inspect, Fault::Hang));
+    let before = proxy.faulted();
+    assert!(proxy.cut() >= 1, "the agent's event stream was open");
+    let t = Instant::now();
+    while proxy.faulted() == before {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the resync never inspected: {:?}\n{}",
+            proxy.seen(),
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The stop is answered while the inspect hangs, and only once it is saved.
+    let t = Instant::now();
+    let (code, out, err) = agent.cli(&["stop", &id]);
+    assert_eq!(code, 0, "{out}{err}\n{}", agent.log());
+    assert!(out.contains(&format!("stopping {id}")), "{out}");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the stop waited {:?} for the hung inspect",
+        t.elapsed()
+    );
+    agent.kill9();
+    // The restarted agent (the Engine answering again) stops the task: the stop was durable.
+    proxy.clear();
+    agent.restart();
+    let v = agent.wait_for(&id, "stopped", |v| v["known"] == "STOPPED");
+    assert_eq!(v["desired"], "STOPPED", "{v}");
+    assert_eq!(v["stoppedReason"], "stopped through the API", "{v}");
+    assert!(!docker_running(&docker_id), "Docker still runs it");
 }

@@ -53,16 +53,64 @@ pub use stop::STOP_FAILURE_PREFIX;
 use crate::report::Report;
 use crate::retry::RetryPolicy;
 use crate::runtime::RuntimeError;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Requests to a running task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// Stop the task cleanly (reverse dependency order, stop timeouts).
     Stop { reason: String },
+    /// [`Command::Stop`], answered on `saved` once the desired status STOPPED is durable (the
+    /// save after it was taken in succeeded) or with the save's error: what a client is told
+    /// "stopping" on survives a kill -9 of the agent.
+    StopSaved { reason: String, saved: SavedAck },
     /// Kill every running container now.
     Kill,
+}
+
+/// Where an actor answers a [`Command::StopSaved`]: `Ok` once the stop is saved, `Err` with the
+/// save's error when the save after it failed (the stop is still taken in and saved again on the
+/// retry schedule, but not durable yet). Dropped unanswered when the actor ends first.
+#[derive(Clone)]
+pub struct SavedAck(Arc<Mutex<Option<AckSender>>>);
+
+/// The sender a [`SavedAck`] answers on once.
+type AckSender = oneshot::Sender<Result<(), String>>;
+
+impl SavedAck {
+    /// An acknowledgement and the receiver its answer arrives on.
+    pub fn new() -> (SavedAck, oneshot::Receiver<Result<(), String>>) {
+        let (tx, rx) = oneshot::channel();
+        (SavedAck(Arc::new(Mutex::new(Some(tx)))), rx)
+    }
+
+    /// Answer (once; later answers are ignored).
+    fn answer(&self, outcome: Result<(), String>) {
+        let tx = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(tx) = tx {
+            let _ = tx.send(outcome);
+        }
+    }
+}
+
+impl PartialEq for SavedAck {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SavedAck {}
+
+impl std::fmt::Debug for SavedAck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SavedAck")
+    }
 }
 
 /// Where the actor sends what happens.
