@@ -16,6 +16,7 @@ pub mod cleanup;
 pub mod container_metadata;
 pub mod create_spec;
 pub mod decide;
+pub mod engine_health;
 pub mod failpoint;
 #[cfg(any(feature = "fake", doc))]
 pub mod fake;

@@ -23,7 +23,7 @@ pub struct DockerTimeoutArgs {
 }
 
 /// A duration above zero (`0s` would fail every call at once).
-fn above_zero(s: &str) -> Result<Duration, String> {
+pub(crate) fn above_zero(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s)
         .map_err(|e| format!("{e}: expected a duration such as 30s, 2m or 1h30m"))?;
     if d.is_zero() {

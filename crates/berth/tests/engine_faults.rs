@@ -1,7 +1,8 @@
 //! Engine answers berth must not guess, on the real Engine behind berth-testkit's fault-injecting
 //! proxy (issue 24): a failed image inspect is not "absent" (no pull over a local image); a
 //! create or start whose answer is lost is decided by asking Docker; an acknowledged stop is
-//! durable, even while a resync's inspect hangs.
+//! durable, even while a resync's inspect hangs; health says degraded, with why, while the Engine
+//! does not answer.
 
 mod common;
 
@@ -236,4 +237,91 @@ fn an_acknowledged_stop_survives_a_kill_while_a_resync_inspect_hangs() {
     assert_eq!(v["desired"], "STOPPED", "{v}");
     assert_eq!(v["stoppedReason"], "stopped through the API", "{v}");
     assert!(!docker_running(&docker_id), "Docker still runs it");
+}
+
+/// `GET /v1/health` of the agent: (HTTP status, body).
+fn health(agent: &Agent) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(agent.socket()).expect("connect");
+    s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("answer");
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
+    let start = body.find('{').expect("JSON body");
+    let end = body.rfind('}').expect("JSON body");
+    (
+        status,
+        serde_json::from_str(&body[start..=end]).expect("JSON"),
+    )
+}
+
+fn wait_health(agent: &Agent, status: u16, limit: Duration) -> Value {
+    let t = Instant::now();
+    loop {
+        let (s, body) = health(agent);
+        if s == status {
+            return body;
+        }
+        assert!(
+            t.elapsed() < limit,
+            "health never {status}: {s} {body}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn health_says_degraded_with_why_while_the_engine_does_not_answer_and_ok_once_it_does() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let proxy = EngineProxy::start(dir.path());
+    let agent = Agent::start_with(
+        "1h",
+        &[
+            "--docker-host",
+            &proxy.url(),
+            "--engine-unhealthy-after",
+            "2s",
+        ],
+    );
+    let (status, body) = health(&agent);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "ok", "{body}");
+
+    // An Engine that refuses every call.
+    proxy.set_rules(vec![Rule::new("", "/", Fault::Refuse)]);
+    // Not at once: one refusal is no outage.
+    let (status, body) = health(&agent);
+    assert_eq!(status, 200, "{body}");
+    let body = wait_health(&agent, 503, Duration::from_secs(20));
+    assert_eq!(body["status"], "degraded", "{body}");
+    let reason = body["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("the Docker Engine has not answered since ")
+            && reason.contains("refused for the test")
+            && reason.contains(&proxy.url()),
+        "{body}"
+    );
+    proxy.clear();
+    let body = wait_health(&agent, 200, Duration::from_secs(20));
+    assert_eq!(body["status"], "ok", "{body}");
+
+    // An Engine that stalls: its ping hangs.
+    proxy.set_rules(vec![Rule::new("", "/_ping", Fault::Hang)]);
+    let body = wait_health(&agent, 503, Duration::from_secs(20));
+    let reason = body["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("the Docker Engine has not answered since ")
+            && reason.contains("/_ping got no answer"),
+        "{body}"
+    );
+    proxy.clear();
+    wait_health(&agent, 200, Duration::from_secs(20));
+    assert!(agent.log().contains("the Docker Engine answers again"));
 }

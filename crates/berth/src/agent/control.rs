@@ -241,6 +241,6 @@ impl ControlPlane for Control {
     }
 
     fn degraded(&self) -> Option<Degraded> {
-        self.0.degraded()
+        self.0.health()
     }
 }
