@@ -34,7 +34,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::body::{create_body, volume_create_body};
-use crate::connection::{Timeouts, call_on, engine_address, overran, timed, unreachable};
+use crate::connection::{
+    Timeouts, Verdict, call_on, engine_address, judge, overran, timed, unreachable,
+};
 use crate::errors::{create_missing, translate};
 use crate::events::task_events;
 use crate::inspect::{
@@ -149,6 +151,15 @@ impl DockerRuntime {
 
     pub fn docker(&self) -> &Docker {
         &self.docker
+    }
+
+    /// Ping the Engine (`/_ping`, at most `limit`): `Ok` when it answers, else why not, the
+    /// Engine's address named (the agent's Engine health, see `berth_engine::engine_health`).
+    pub async fn ping(&self, limit: Duration) -> Result<(), String> {
+        match judge(&self.docker, limit).await {
+            Verdict::Slow => Ok(()),
+            Verdict::Dead(why) => Err(format!("the Engine at {}: {why}", self.engine)),
+        }
     }
 
     /// Every container berth created (label `berth.task`), running or not.

@@ -16,6 +16,7 @@ pub mod cleanup;
 pub mod container_metadata;
 pub mod create_spec;
 pub mod decide;
+pub mod engine_health;
 pub mod failpoint;
 #[cfg(any(feature = "fake", doc))]
 pub mod fake;
@@ -42,7 +43,9 @@ pub mod state;
 /// the implementor's type.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-pub use actor::{Command, EngineMetrics, Persist, PersistError, RunConfig, adopt, run_task};
+pub use actor::{
+    Command, EngineMetrics, Persist, PersistError, RunConfig, SavedAck, adopt, run_task,
+};
 pub use auth::{AuthError, RegistryAuth, RegistryAuthResolver, SecretLookup};
 pub use cleanup::{CleanupReport, Refusal, cleanup_docker, cleanup_task};
 pub use decide::{Action, Decision, Event, Options, decide};

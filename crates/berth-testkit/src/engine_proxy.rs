@@ -11,6 +11,9 @@
 //! that moment (event streams included), as an Engine restart would. Threads, not tasks: the proxy works under any runtime
 //! and outlives none (dropping it stops accepting; connections in flight end with their peers).
 //!
+//! [`Fault::LoseAnswer`] lets Docker act and drops its answer: a call whose answer is lost
+//! after it took effect.
+//!
 //! Hand-written because no crate is a fault-injecting HTTP-over-Unix-socket proxy.
 
 use std::collections::HashMap;
@@ -32,6 +35,10 @@ pub enum Fault {
     Delay(Duration),
     /// Never answer (hold the connection open until the client gives up).
     Hang,
+    /// Forward the request to Docker and let it act, read its whole answer, then close the
+    /// client's connection without writing any of it: an answer lost in transport (the client
+    /// sees a dropped connection although Docker did what it asked).
+    LoseAnswer,
 }
 
 /// A rule: requests whose method is `method` (any when empty) and whose path (without the API
@@ -295,6 +302,10 @@ fn serve(mut conn: UnixStream, s: &Shared) {
             s.released.fetch_add(1, Ordering::SeqCst);
             return;
         }
+        Some(Fault::LoseAnswer) => {
+            lose_answer(conn, &head, &rest, s);
+            return;
+        }
         Some(Fault::Delay(d)) => std::thread::sleep(d),
         None => {}
     }
@@ -315,6 +326,30 @@ fn serve(mut conn: UnixStream, s: &Shared) {
     });
     let _ = std::io::copy(&mut up_read, &mut conn_write);
     let _ = conn_write.shutdown(std::net::Shutdown::Both);
+    let _ = to_engine.join();
+}
+
+/// [`Fault::LoseAnswer`]: the request (its body too) goes to Docker, Docker's whole answer is read
+/// and dropped, and only then the client's connection is closed.
+fn lose_answer(conn: UnixStream, head: &[u8], rest: &[u8], s: &Shared) {
+    let Ok(mut up) = UnixStream::connect(&s.upstream) else {
+        return;
+    };
+    s.forwarded.fetch_add(1, Ordering::SeqCst);
+    if up.write_all(&close_after(head)).is_err() || up.write_all(rest).is_err() {
+        return;
+    }
+    let (Ok(mut up_read), Ok(mut client)) = (up.try_clone(), conn.try_clone()) else {
+        return;
+    };
+    // The rest of the request body, as the client sends it, until the connection is closed.
+    let to_engine = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut client, &mut up);
+        let _ = up.shutdown(std::net::Shutdown::Write);
+    });
+    // Docker closes after its answer (`Connection: close`): read all of it, write none.
+    let _ = std::io::copy(&mut up_read, &mut std::io::sink());
+    let _ = conn.shutdown(std::net::Shutdown::Both);
     let _ = to_engine.join();
 }
 

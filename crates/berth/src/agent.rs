@@ -172,6 +172,18 @@ pub struct Args {
     #[command(flatten)]
     pub docker_timeouts: crate::docker_timeouts::DockerTimeoutArgs,
 
+    /// How long the Docker Engine may go without answering (gone, stalled or refusing) before
+    /// the health endpoint says degraded, with why, e.g. `60s`, `5m`. The agent pings the Engine
+    /// every quarter of this (at most every 10 s). Environment: BERTH_ENGINE_UNHEALTHY_AFTER.
+    #[arg(
+        long,
+        env = "BERTH_ENGINE_UNHEALTHY_AFTER",
+        value_name = "DURATION",
+        default_value = "60s",
+        value_parser = crate::docker_timeouts::above_zero
+    )]
+    pub engine_unhealthy_after: Duration,
+
     #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
 
@@ -282,6 +294,8 @@ struct Agent {
     /// Every task the agent spawns (each task's report fan-out, its actor and its cleanup) goes
     /// through this tracker, so shutdown can close it and wait for them.
     tracker: TaskTracker,
+    /// Whether the Docker Engine answers (fed by [`watch_engine`]; read by the health endpoint).
+    engine_health: Arc<berth_engine::engine_health::EngineHealth>,
     /// Image cleanup (`crate::image_gc`): its leases are given to every actor.
     image_gc: Arc<crate::image_gc::ImageGc>,
     /// Cancelled on SIGTERM/SIGINT: actors stop acting (containers keep running, the store keeps
@@ -683,6 +697,19 @@ impl Agent {
         })
     }
 
+    /// What the health endpoint reports: the store's degradation first, else the Engine's (it
+    /// has not answered for longer than `--engine-unhealthy-after`), else `None`.
+    fn health(&self) -> Option<berth_api::control::Degraded> {
+        self.degraded().or_else(|| {
+            self.engine_health
+                .verdict(berth_engine::report::now_ms())
+                .map(|reason| berth_api::control::Degraded {
+                    reason,
+                    held_tasks: Vec::new(),
+                })
+        })
+    }
+
     /// Every tracked task as its actor last published it, in id order.
     fn snapshots(&self) -> Vec<TaskState> {
         let mut all: Vec<TaskState> = self
@@ -838,6 +865,44 @@ async fn start_metadata(
     Ok(server)
 }
 
+/// Ping the Engine every [`EngineHealth::period`](berth_engine::engine_health::EngineHealth::period)
+/// until shutdown, telling the agent's Engine health each answer or failure; a verdict that
+/// changes is logged.
+fn watch_engine(agent: &Arc<Agent>) {
+    let agent = agent.clone();
+    let health = agent.engine_health.clone();
+    agent.tracker.clone().spawn(async move {
+        let period = health.period();
+        let mut degraded = false;
+        loop {
+            match agent
+                .rt
+                .inner()
+                .ping(period.max(Duration::from_secs(1)))
+                .await
+            {
+                Ok(()) => health.answered(berth_engine::report::now_ms()),
+                Err(e) => health.failed(e),
+            }
+            match (health.verdict(berth_engine::report::now_ms()), degraded) {
+                (Some(why), false) => {
+                    tracing::error!(reason = %why, "degraded: the Docker Engine does not answer");
+                    degraded = true;
+                }
+                (None, true) => {
+                    tracing::info!("the Docker Engine answers again");
+                    degraded = false;
+                }
+                _ => {}
+            }
+            tokio::select! {
+                () = agent.shutdown.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+        }
+    });
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -950,6 +1015,10 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         directory: Arc::new(berth_api::metadata::TaskDirectory::new()),
         metadata: std::sync::OnceLock::new(),
         image_gc,
+        engine_health: Arc::new(berth_engine::engine_health::EngineHealth::new(
+            args.engine_unhealthy_after,
+            berth_engine::report::now_ms(),
+        )),
         tracker: TaskTracker::new(),
         shutdown: CancellationToken::new(),
         cluster_node,
@@ -985,6 +1054,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     );
 
     start_image_gc(&agent);
+    watch_engine(&agent);
 
     // The metadata endpoint (and /metrics) listen before any task starts, so every container
     // created from now on is given its address.

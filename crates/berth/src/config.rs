@@ -1326,6 +1326,11 @@ mod tests {
                 vec!["BERTH_DOCKER_VOLUME_TIMEOUT"],
             ),
             (
+                "engine-unhealthy-after",
+                Value,
+                vec!["BERTH_ENGINE_UNHEALTHY_AFTER"],
+            ),
+            (
                 "available-log-drivers",
                 List,
                 vec![

@@ -290,9 +290,9 @@ ns_test! {
 }
 
 ns_test! {
-    /// The disk fills while the task runs and `berth stop` is asked: the stop is held (both
-    /// containers keep running in Docker, the task is degraded) until space is freed, then it
-    /// stops with the API's reason, without a restart.
+    /// The disk fills while the task runs and `berth stop` is asked: the stop is refused (503,
+    /// not durable) but held (both containers keep running in Docker, the task is degraded)
+    /// until space is freed, then it stops with the API's reason, without a restart.
     fn full_at_stop_holds_the_stop_until_space_is_freed() {
         let agent = Agent::start();
         let family = unique_name("persist-stop-");
@@ -310,8 +310,14 @@ ns_test! {
             .collect();
         agent.fill();
         agent.force_a_failed_write(&big);
-        let (code, _, err) = agent.cli(&["stop", &id]);
-        assert_eq!(code, 0, "{err}");
+        // Not durable, so not acknowledged: refused with 503 and the reason, like a submit (the
+        // stop is taken in all the same and saved at the next retry).
+        let (code, out, err) = agent.cli(&["stop", &id]);
+        assert_ne!(code, 0, "{out}{err}");
+        assert!(
+            err.contains("the agent is degraded") && err.contains("cannot be written"),
+            "{err}"
+        );
         assert_degraded(&agent, &id);
         std::thread::sleep(Duration::from_secs(2));
         for d in &ids {

@@ -1,6 +1,7 @@
 //! What the actor learns from Docker rather than from its own effects: [`adopt`] (after an agent
 //! restart, each stored container found again by id or by its Docker name, its known status
-//! raised from `inspect`), [`resync`] (the same after a broken event stream), [`translate`]
+//! raised from `inspect`), the resync (the same after a broken event stream: [`resync_targets`],
+//! [`resync_inspect`] as an effect the loop does not wait on, [`resync_apply`]), [`translate`]
 //! (Docker's events, by container id, as the engine's events, by index) and
 //! [`after_unexpected_die`] (why a container berth did not stop died).
 //!
@@ -12,7 +13,7 @@
 use super::VANISHED_REASON;
 use crate::decide::Event;
 use crate::report::now_ms;
-use crate::runtime::{Runtime, RuntimeError, RuntimeEvent};
+use crate::runtime::{ContainerInfo, Runtime, RuntimeError, RuntimeEvent};
 use crate::state::{Status, TaskState};
 
 /// After a restart: forget operations that were in flight when the agent died, find each
@@ -101,19 +102,47 @@ pub async fn adopt<R: Runtime>(rt: &R, state: &mut TaskState) {
     }
 }
 
-/// Raise known statuses from `inspect` after the event stream broke (never lowering them): a
-/// container that no longer runs is STOPPED, one that still runs although its stop failed is
-/// stopped again at once.
-pub(super) async fn resync<R: Runtime>(rt: &R, state: &mut TaskState) {
-    for i in 0..state.containers.len() {
-        let c = &state.containers[i];
-        let Some(id) = c.docker_id.clone() else {
+/// What a resync asks Docker after the event stream broke: each container that has a Docker id
+/// and is not known STOPPED, by index, with its id.
+pub(super) fn resync_targets(state: &TaskState) -> Vec<(usize, String)> {
+    state
+        .containers
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.known != Status::Stopped)
+        .filter_map(|(i, c)| c.docker_id.clone().map(|id| (i, id)))
+        .collect()
+}
+
+/// Docker's inspect of each resync target, in order. Runs as one of the actor's effects, so a
+/// stalled Engine holds no command: the loop goes on while it waits (see [`resync_apply`]).
+pub(super) async fn resync_inspect<R: Runtime>(
+    rt: &R,
+    targets: Vec<(usize, String)>,
+) -> Vec<(usize, String, Result<ContainerInfo, RuntimeError>)> {
+    let mut out = Vec::with_capacity(targets.len());
+    for (i, id) in targets {
+        let info = rt.inspect(&id).await;
+        out.push((i, id, info));
+    }
+    out
+}
+
+/// Raise known statuses from a resync's inspects (never lowering them): a container that no
+/// longer runs is STOPPED, one that still runs although its stop failed is stopped again at once.
+/// An answer about a container that has stopped or changed meanwhile is ignored.
+pub(super) fn resync_apply(
+    state: &mut TaskState,
+    inspected: Vec<(usize, String, Result<ContainerInfo, RuntimeError>)>,
+) {
+    for (i, id, info) in inspected {
+        let Some(c) = state.containers.get(i) else {
             continue;
         };
-        if c.known == Status::Stopped {
+        if c.known == Status::Stopped || c.docker_id.as_deref() != Some(id.as_str()) {
             continue;
         }
-        let ev = match rt.inspect(&id).await {
+        let ev = match info {
             Ok(info) if info.running => {
                 // Still running although a stop failed: the Engine is back, send it again now.
                 if state.retry_stop_now(i, false) {

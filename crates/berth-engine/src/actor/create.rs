@@ -4,7 +4,9 @@
 //! settings, and whether the metadata file was written (a file that cannot be written is a
 //! warning, and the container is created without its mount and variable, as on ECS). A failed
 //! create is ECS's `CannotCreateContainerError`, worded for a missing GPU runtime when the
-//! container asked for GPUs.
+//! container asked for GPUs. A create that fails is not decided on its error alone: its answer
+//! may have been lost after Docker created the container, so the container of its name (creates
+//! are by name, unique to the task) is looked up, and adopted when Docker has it.
 
 use super::effects::Context;
 use super::files::{metadata_file, write_metadata_file};
@@ -13,7 +15,7 @@ use crate::create_spec::{self, Facts};
 use crate::decide::Event;
 use crate::gpu;
 use crate::report::now_ms;
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, RuntimeError};
 
 /// The facts of container creates in this task; `metadata_file` is the container's file once it
 /// is written.
@@ -61,10 +63,35 @@ pub(super) fn spawn<R: Runtime>(cx: &Context<'_, R>, i: usize) {
                 docker_id,
                 at: now_ms(),
             },
-            Err(e) => Event::CreateFailed {
+            // The answer may be lost after Docker created it (a dropped connection, a timeout):
+            // creates are by name, so Docker's container of that name is this create's.
+            Err(e) => match super::ask_again("container inspect", || rt.inspect(&spec.name)).await {
+                Ok(info) => {
+                    tracing::warn!(container = %name, error = %e, docker_id = %info.id, "the create's answer was lost, but Docker created the container; adopting it");
+                    Event::Created {
+                        container: i,
+                        docker_id: info.id,
+                        at: now_ms(),
+                    }
+                }
+                Err(RuntimeError::NotFound { .. }) => Event::CreateFailed {
+                    container: i,
+                    at: now_ms(),
+                    message: gpu::failure_reason("CannotCreateContainerError", gpu, &e.to_string()),
+                },
+                Err(asked) => Event::CreateFailed {
                 container: i,
                 at: now_ms(),
-                message: gpu::failure_reason("CannotCreateContainerError", gpu, &e.to_string()),
+                    message: gpu::failure_reason(
+                        "CannotCreateContainerError",
+                        gpu,
+                        &format!(
+                            "{e}; whether Docker created it anyway is unknown (the inspect of {} \
+                             failed: {asked}); a restarted agent adopts it by name",
+                            spec.name
+                        ),
+                    ),
+                },
             },
         };
         let _ = tx.send(ev);

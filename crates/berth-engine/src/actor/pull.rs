@@ -8,6 +8,11 @@
 //! `ResourceInitializationError`); a failed pull falls back to the cached image where the
 //! behaviour allows, else stops the container (or the task) with ECS's
 //! `CannotPullContainerError`.
+//!
+//! Whether an image is present is Docker's image inspect, and only its 404 means absent: a failed
+//! inspect is asked again a few times ([`super::ask_again`]), and one that keeps failing fails the
+//! container with the inspect's error, never pulls over a local image (`prefer-cached`) nor hides
+//! a cached copy without saying so (after a failed pull).
 
 use super::effects::Context;
 use crate::auth::{AuthError, RegistryAuth, RegistryAuthResolver};
@@ -129,6 +134,20 @@ impl Login<'_> {
     }
 }
 
+/// Whether `image` is present locally, by Docker's image inspect: `Ok(false)` only for its 404.
+/// Any other failure (a refusal, a timeout, a lost connection) is asked again
+/// ([`super::ask_again`]); once every attempt failed, the last error with the count.
+async fn inspect_image<R: Runtime>(rt: &R, image: &str) -> Result<bool, String> {
+    super::ask_again("image inspect", || rt.image_present(image))
+        .await
+        .map_err(|e| {
+            format!(
+                "docker image inspect {image} failed {} times, last: {e}",
+                super::ASK_AGAIN_ATTEMPTS
+            )
+        })
+}
+
 /// The pull report's reason when a stop gave the pull up.
 pub const PULL_ABANDONED: &str = "pull abandoned: the task is stopping";
 
@@ -151,7 +170,29 @@ async fn pull_image<R: Runtime>(
     progress: impl Fn(PullProgress),
     report: impl Fn(PullPhase, Option<String>),
 ) -> Event {
-    let present = rt.image_present(image).await.unwrap_or(false);
+    // Only prefer-cached asks whether the image is here before pulling (once asks the record,
+    // default and always pull anyway). Only Docker's 404 means absent: an inspect that keeps
+    // failing fails the decision, never pulls over an image the host may have.
+    let present = if behavior == PullBehavior::PreferCached {
+        match inspect_image(rt, image).await {
+            Ok(present) => present,
+            Err(e) => {
+                let message = format!(
+                    "CannotPullContainerError: cannot tell whether image {image} is present \
+                     locally, so it is not pulled over a local copy: {e}"
+                );
+                report(PullPhase::Failed, Some(message.clone()));
+                return Event::PullFailed {
+                    container,
+                    at: now_ms(),
+                    message,
+                    stop_task: false,
+                };
+            }
+        }
+    } else {
+        false
+    };
     if !pulls::pull_needed(behavior, present, record.pulled_before(image)) {
         report(PullPhase::Cached, None);
         return Event::Pulled {
@@ -199,9 +240,23 @@ async fn pull_image<R: Runtime>(
         }
         Err(e) => e,
     };
-    let message = format!("CannotPullContainerError: {error}");
-    // The pull may have failed after another one brought the image: look again.
-    let present_now = rt.image_present(image).await.unwrap_or(present);
+    let mut message = format!("CannotPullContainerError: {error}");
+    // The pull may have failed after another one brought the image: look again (only where a
+    // cached copy would be used). An inspect that keeps failing uses no cached copy and says so.
+    let present_now = match behavior {
+        PullBehavior::Default | PullBehavior::PreferCached => {
+            match inspect_image(rt, image).await {
+                Ok(present) => present,
+                Err(e) => {
+                    message.push_str(&format!(
+                        "; whether a cached copy of {image} is present is unknown: {e}"
+                    ));
+                    false
+                }
+            }
+        }
+        PullBehavior::Always | PullBehavior::Once => false,
+    };
     match pulls::after_failure(behavior, present_now) {
         AfterFailure::UseCached => {
             report(

@@ -31,22 +31,29 @@
 //! request to Docker is dropped, the container is marked STOPPED without running), so a stop never
 //! waits for a slow pull.
 //!
-//! Limits: subscribing, adoption (with the metadata files' refresh) and the re-sync after a broken
-//! event stream are awaited inline, each call bounded by the runtime's timeouts, and are not
-//! interrupted by commands or cancellation; they are seen as soon as those calls end. A create,
+//! A stop is durable when answered: [`Command::StopSaved`]'s sender is answered after the save
+//! that follows it (or with that save's error), so a `berth stop` the client saw succeed survives
+//! a kill -9. The re-sync after a broken event stream runs its inspects as an effect: a stalled
+//! Engine holds no command meanwhile.
+//!
+//! Limits: subscribing and adoption (with the metadata files' refresh) are awaited inline, each
+//! call bounded by the runtime's timeouts, and are not interrupted by commands or cancellation;
+//! they are seen as soon as those calls end. A create,
 //! start or stop in flight is waited for (its answer names the container the cleanup must remove).
 
-use super::adoption::{adopt, after_unexpected_die, resync, translate};
+use super::adoption::{
+    adopt, after_unexpected_die, resync_apply, resync_inspect, resync_targets, translate,
+};
 use super::effects::{Context, Effects, spawn_effect};
 use super::files::{prepare_firelens, refresh_metadata_files};
 use super::images::{hold_images, release_images};
 use super::values::read_secrets_and_environment_files;
 use super::volumes::{provide_volumes, stop_volume_users};
-use super::{Command, EngineMetrics, Reports, RunConfig};
+use super::{Command, EngineMetrics, Reports, RunConfig, SavedAck};
 use crate::decide::{Action, Event};
 use crate::report::{self, now_ms};
 use crate::retry::{Backoff, RetryPolicy};
-use crate::runtime::{Runtime, RuntimeEvent};
+use crate::runtime::{ContainerInfo, Runtime, RuntimeError, RuntimeEvent};
 use crate::secrets::TaskValues;
 use crate::spec;
 use crate::state::{Status, StopKind, TaskState};
@@ -104,6 +111,8 @@ pub async fn run_task<R: Runtime>(
     }
     // A kill received but not yet performed (the kills are sent once the state is saved).
     let mut kill_pending = false;
+    // Stops received whose senders wait for the save that makes them durable.
+    let mut acks: Vec<SavedAck> = Vec::new();
     let plans = spec::plan_volumes(&state, &config.data_dir, &config.volume_plugin);
     // The volumes are provided while commands are received: a stop of a task whose volume call
     // hangs (a slow Engine, a volume driver that does not answer) ends it now, not after the call.
@@ -117,7 +126,7 @@ pub async fn run_task<R: Runtime>(
                 () = config.cancel.cancelled() => break None,
                 cmd = commands.recv(), if commands_open => match cmd {
                     Some(cmd) => {
-                        kill_pending |= receive(&mut state, cmd);
+                        kill_pending |= receive(&mut state, cmd, &mut acks);
                         break None;
                     }
                     None => commands_open = false,
@@ -155,6 +164,9 @@ pub async fn run_task<R: Runtime>(
     // Effects decided but not yet performed because the state they follow from is not durable.
     let mut held: Vec<Action> = Vec::new();
     let mut save_backoff: Option<Backoff> = None;
+    // A resync's inspects run as an effect (a stalled Engine holds no command); their answers
+    // come here.
+    let (resync_tx, mut resync_rx) = mpsc::unbounded_channel::<Resynced>();
 
     loop {
         if config.cancel.is_cancelled() {
@@ -172,6 +184,9 @@ pub async fn run_task<R: Runtime>(
         // (marked in flight, so `step` does not decide them twice) until a retry succeeds.
         let retry_in = match save(&config, &state, &mut saved).await {
             Ok(()) => {
+                for ack in acks.drain(..) {
+                    ack.answer(Ok(()));
+                }
                 if save_backoff.take().is_some() {
                     config.metrics.clear_degraded(&state.id);
                     tracing::info!(task = %state.id, "the task state is saved again; the task goes on");
@@ -203,6 +218,9 @@ pub async fn run_task<R: Runtime>(
                 None
             }
             Err(e) => {
+                for ack in acks.drain(..) {
+                    ack.answer(Err(e.to_string()));
+                }
                 EngineMetrics::count(&config.metrics.save_failures);
                 config.metrics.set_degraded(&state.id, &e.cause());
                 let delay = save_backoff
@@ -256,13 +274,18 @@ pub async fn run_task<R: Runtime>(
                 None => {
                     EngineMetrics::count(&config.metrics.event_stream_reconnects);
                     events = subscribe(&*rt, &state.id).await;
-                    resync(&*rt, &mut state).await;
+                    let (rt, tx) = (rt.clone(), resync_tx.clone());
+                    let targets = resync_targets(&state);
+                    effects.spawn(async move {
+                        let _ = tx.send(resync_inspect(&*rt, targets).await);
+                    });
                     reconnect_delay = reconnect.next_delay();
                     tracing::info!(task = %state.id, "re-subscribed to docker events and re-synced");
                 }
             },
+            Some(inspected) = resync_rx.recv() => resync_apply(&mut state, inspected),
             cmd = commands.recv(), if commands_open => match cmd {
-                Some(cmd) => kill_pending |= receive(&mut state, cmd),
+                Some(cmd) => kill_pending |= receive(&mut state, cmd, &mut acks),
                 None => commands_open = false,
             },
             () = sleep => {}
@@ -288,10 +311,18 @@ pub async fn run_task<R: Runtime>(
     state
 }
 
+/// A resync's answers: each container's index, the Docker id asked, and Docker's inspect.
+type Resynced = Vec<(usize, String, Result<ContainerInfo, RuntimeError>)>;
+
 /// Take in a command: the task's desired status becomes STOPPED. True for a kill, whose kills
-/// the loop sends once the state is saved.
-fn receive(state: &mut TaskState, cmd: Command) -> bool {
+/// the loop sends once the state is saved. A stop that waits for its save leaves its
+/// acknowledgement in `acks`, answered after the next save.
+fn receive(state: &mut TaskState, cmd: Command, acks: &mut Vec<SavedAck>) -> bool {
     match cmd {
+        Command::StopSaved { reason, saved } => {
+            acks.push(saved);
+            receive(state, Command::Stop { reason }, acks)
+        }
         Command::Stop { reason } => {
             state.request_stop(&reason, StopKind::Requested);
             // Asked again while a stop keeps failing: send it now, the delay from its start.

@@ -5,6 +5,8 @@
 //! Invariants: the task table's lock is held only between statements, never across an `.await`
 //! (senders and notifiers are cloned out first). A submitted task is accepted as a cluster's is
 //! (`Agent::accept`): stored before its actor is spawned.
+//! A stop is answered once it is durable (the task's actor saved the desired status STOPPED),
+//! else 503 with the reason, like a submit.
 //! Limits: a command races the task's own progress; what is found when acting is what is
 //! answered (a stop that finds the actor gone reports the task as already stopped).
 
@@ -13,10 +15,13 @@ use berth_api::control::{
     CleanupView, ControlError, ControlPlane, Degraded, ImagesView, Phase, PruneResponse, Submitted,
     TaskView,
 };
-use berth_engine::{Command, Status};
+use berth_engine::{Command, SavedAck, Status};
 use berth_model::TaskDefinition;
 use std::sync::Arc;
 use tokio::sync::broadcast;
+
+/// How long a `stop` waits for the task's actor to save it before answering 503.
+const STOP_SAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The control plane of one agent (the agent's `spawn` needs the `Arc`).
 pub(super) struct Control(pub(super) Arc<Agent>);
@@ -194,13 +199,49 @@ impl ControlPlane for Control {
         let sender = sender.ok_or_else(|| ControlError::NotFound {
             task: id.to_string(),
         })?;
+        // Answered once the stop is durable: the actor saves the desired status STOPPED, then
+        // answers (or says why the save failed, a 503 like a submit's).
+        let (saved, answer) = SavedAck::new();
         let sent = sender
-            .send(Command::Stop {
+            .send(Command::StopSaved {
                 reason: reason.to_string(),
+                saved,
             })
             .await;
         match sent {
-            Ok(()) => Ok(()),
+            Ok(()) => match tokio::time::timeout(STOP_SAVE_WAIT, answer).await {
+                Ok(Ok(Ok(()))) => Ok(()),
+                Ok(Ok(Err(e))) => {
+                    tracing::warn!(task = %id, error = %e, "stop refused: it cannot be saved");
+                    Err(ControlError::Degraded {
+                        reason: agent.degraded().map_or_else(
+                            || format!("the stop of task {id} cannot be saved: {e}"),
+                            |d| d.reason,
+                        ),
+                    })
+                }
+                // The actor ended before a save: the task stopped meanwhile, or the agent exits.
+                Ok(Err(_))
+                    if agent
+                        .snapshot(id)
+                        .is_some_and(|s| s.known() == Status::Stopped) =>
+                {
+                    Err(ControlError::AlreadyStopped {
+                        task: id.to_string(),
+                    })
+                }
+                Ok(Err(_)) => Err(ControlError::ActorGone {
+                    task: id.to_string(),
+                }),
+                Err(_) => Err(ControlError::Degraded {
+                    reason: format!(
+                        "the stop of task {id} was not saved within {}s (the task's state store \
+                         or its actor is stalled); it is taken in and saved as soon as possible, \
+                         send it again to be sure",
+                        STOP_SAVE_WAIT.as_secs()
+                    ),
+                }),
+            },
             // The actor has finished: the task stopped since its phase was read.
             Err(_)
                 if agent
@@ -236,6 +277,6 @@ impl ControlPlane for Control {
     }
 
     fn degraded(&self) -> Option<Degraded> {
-        self.0.degraded()
+        self.0.health()
     }
 }
