@@ -669,8 +669,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         .data_dir
         .clone()
         .unwrap_or_else(crate::cmd_run::default_data_dir);
-    std::fs::create_dir_all(data_dir.join("tasks"))
-        .with_context(|| format!("creating {}", data_dir.display()))?;
+    crate::datadir::prepare(&data_dir)?;
     let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
     let _lock = match DataDirLock::acquire(&data_dir) {
         Ok(lock) => lock,
@@ -688,6 +687,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let secrets = args.secrets.provider()?;
     let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
+    crate::datadir::private_store(&data_dir, false)?;
     let identity = args.identity.identity(&data_dir)?;
     #[cfg(feature = "cluster")]
     let node_config = args.node.config(&identity)?;
