@@ -9,6 +9,7 @@ pub mod graph;
 pub mod linux;
 pub mod logging;
 mod parse;
+pub mod policy;
 mod problem;
 pub mod secret;
 pub mod tags;

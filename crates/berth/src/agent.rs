@@ -174,6 +174,9 @@ pub struct Args {
     #[command(flatten)]
     pub image_gc: crate::image_gc::ImageGcArgs,
 
+    #[command(flatten)]
+    pub task_policy: crate::task_policy::TaskPolicyArgs,
+
     #[cfg(feature = "cluster")]
     #[command(flatten)]
     pub node: node::NodeArgs,
@@ -241,6 +244,9 @@ struct Agent {
     /// Where secrets come from (`--secrets-dir`, `--secrets-from-env`).
     secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
     environment_files_dir: Option<PathBuf>,
+    /// What tasks may ask of this host (`--task-policy`, `--task-policy-allow`,
+    /// ECS_DISABLE_PRIVILEGED): checked at submit, and when a cluster assignment is accepted.
+    task_policy: berth_model::policy::HostPolicy,
     /// `--cluster`, `--region`, …: every ARN, FireLens's `ecs_cluster` field, the metadata.
     identity: berth_engine::Identity,
     /// `--container-metadata`: each container's metadata file, or None.
@@ -321,6 +327,16 @@ impl Agent {
                 if let Some(reason) = &stop {
                     state.request_stop(reason, berth_engine::StopKind::Requested);
                 }
+                // An assignment this node's policy refuses is stored stopped with the refusal as
+                // its reason: nothing runs, and the cluster sees why (a local submit is refused
+                // before it gets here).
+                let refused = self.refusals(&state.definition);
+                if !refused.is_empty() && stop.is_none() {
+                    let reason =
+                        format!("refused by this node's task policy: {}", refused.join("; "));
+                    tracing::warn!(task = %state.id, "{reason}");
+                    state.request_stop(&reason, berth_engine::StopKind::Failed);
+                }
                 let rec = TaskRecord {
                     state: state.clone(),
                     cleanup: Default::default(),
@@ -332,6 +348,14 @@ impl Agent {
         self.metrics.task_submitted();
         self.spawn(state, Start::New);
         Ok(Accepted { id, warnings })
+    }
+
+    /// Why this agent refuses a definition: every request of the host its task policy does not
+    /// allow, each with the field's path, the rule and how to allow it.
+    pub(crate) fn refusals(&self, definition: &berth_model::TaskDefinition) -> Vec<String> {
+        let mut out = Vec::new();
+        out.extend(crate::task_policy::refusals(&self.task_policy, definition));
+        out
     }
 
     fn tasks(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
@@ -740,6 +764,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         image_gc = image_gc.with_disk(Arc::new(crate::image_gc::DataRoot(root)));
     }
     let image_gc = Arc::new(image_gc);
+    let is_cluster_node = cluster_node.is_some();
     let agent = Arc::new(Agent {
         rt,
         store: store.clone(),
@@ -756,6 +781,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         log_policy,
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        task_policy: args.task_policy.policy(is_cluster_node),
         identity,
         container_metadata: args.container_metadata.settings(),
         tasks: Mutex::new(HashMap::new()),
@@ -795,6 +821,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         engine_auth_registries = ?engine_auth_registries,
         docker_config = %docker_config,
         container_metadata = agent.container_metadata.is_some(),
+        task_policy = agent.task_policy.mode.as_str(),
+        task_policy_allow = ?agent.task_policy.grants.iter().map(|g| g.name()).chain(agent.task_policy.host_paths.iter().map(String::as_str)).collect::<Vec<_>>(),
+        privileged_disabled = agent.task_policy.privileged_disabled,
         "berth agent starting"
     );
 

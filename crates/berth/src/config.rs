@@ -1409,6 +1409,13 @@ mod tests {
             ("image-gc-high-threshold", Value, vec![]),
             ("image-gc-low-threshold", Value, vec![]),
             ("image-gc-check-interval", Value, vec![]),
+            ("task-policy", Value, vec!["BERTH_TASK_POLICY"]),
+            ("task-policy-allow", List, vec!["BERTH_TASK_POLICY_ALLOW"]),
+            (
+                "disable-privileged",
+                Switch,
+                vec!["BERTH_DISABLE_PRIVILEGED", "ECS_DISABLE_PRIVILEGED"],
+            ),
         ];
         #[cfg(feature = "cluster")]
         want.extend([
@@ -1590,7 +1597,7 @@ mod tests {
             .filter(|(_, arg)| kind_of(arg, &key_of(arg)) == Kind::Switch)
             .filter_map(|(_, arg)| arg.get_long().map(str::to_owned))
             .collect();
-        assert_eq!(switches.len(), 5, "{switches:?}");
+        assert_eq!(switches.len(), 6, "{switches:?}");
         for long in switches {
             let argv = ["berth".into(), "agent".into(), format!("--{long}=false")];
             crate::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("--{long}=false: {e}"));

@@ -77,6 +77,10 @@ impl ControlPlane for Control {
                 ),
             });
         }
+        let problems = agent.refusals(&definition);
+        if !problems.is_empty() {
+            return Err(ControlError::Invalid { problems });
+        }
         // Stored (with every container's Docker name) before anything is created. A store that
         // cannot be written refuses the task with 503 and the reason: nothing was accepted, the
         // client may submit again once the agent is healthy.
