@@ -247,6 +247,8 @@ struct Agent {
     /// What tasks may ask of this host (`--task-policy`, `--task-policy-allow`,
     /// ECS_DISABLE_PRIVILEGED): checked at submit, and when a cluster assignment is accepted.
     task_policy: berth_model::policy::HostPolicy,
+    /// `--max-containers-per-task`.
+    limits: berth_model::Limits,
     /// `--cluster`, `--region`, …: every ARN, FireLens's `ecs_cluster` field, the metadata.
     identity: berth_engine::Identity,
     /// `--container-metadata`: each container's metadata file, or None.
@@ -350,10 +352,18 @@ impl Agent {
         Ok(Accepted { id, warnings })
     }
 
-    /// Why this agent refuses a definition: every request of the host its task policy does not
-    /// allow, each with the field's path, the rule and how to allow it.
+    /// Why this agent refuses a definition: more containers than `--max-containers-per-task`
+    /// (a cluster's definitions were parsed elsewhere), and every request of the host its task
+    /// policy does not allow; each with the field's path, the rule and how to allow it.
     pub(crate) fn refusals(&self, definition: &berth_model::TaskDefinition) -> Vec<String> {
         let mut out = Vec::new();
+        let n = definition.container_definitions.len();
+        if n > self.limits.max_containers {
+            out.push(format!(
+                "containerDefinitions: lists {n} containers; a task may have at most {} (ECS's limit is 10): split it into several tasks, or raise the limit with the agent's --max-containers-per-task",
+                self.limits.max_containers
+            ));
+        }
         out.extend(crate::task_policy::refusals(&self.task_policy, definition));
         out
     }
@@ -782,6 +792,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
         task_policy: args.task_policy.policy(is_cluster_node),
+        limits: berth_model::Limits {
+            max_containers: args.task_policy.max_containers_per_task,
+        },
         identity,
         container_metadata: args.container_metadata.settings(),
         tasks: Mutex::new(HashMap::new()),
@@ -824,6 +837,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         task_policy = agent.task_policy.mode.as_str(),
         task_policy_allow = ?agent.task_policy.grants.iter().map(|g| g.name()).chain(agent.task_policy.host_paths.iter().map(String::as_str)).collect::<Vec<_>>(),
         privileged_disabled = agent.task_policy.privileged_disabled,
+        max_containers_per_task = agent.limits.max_containers,
         "berth agent starting"
     );
 

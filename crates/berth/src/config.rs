@@ -1416,6 +1416,11 @@ mod tests {
                 Switch,
                 vec!["BERTH_DISABLE_PRIVILEGED", "ECS_DISABLE_PRIVILEGED"],
             ),
+            (
+                "max-containers-per-task",
+                Value,
+                vec!["BERTH_MAX_CONTAINERS_PER_TASK"],
+            ),
         ];
         #[cfg(feature = "cluster")]
         want.extend([

@@ -1,9 +1,11 @@
 //! The agent's task policy options: what a task may ask of the host (`--task-policy`,
-//! `--task-policy-allow`, ECS's `ECS_DISABLE_PRIVILEGED` as `--disable-privileged`). The rules themselves are
+//! `--task-policy-allow`, ECS's `ECS_DISABLE_PRIVILEGED` as `--disable-privileged`) and how many
+//! containers a task may have (`--max-containers-per-task`). The rules themselves are
 //! `berth_model::policy` (pure); this module builds the [`HostPolicy`] from the options and gives it
 //! the host's view of a path (symlinks followed) for the check.
 
 use berth_model::policy::{Grant, HostPolicy, Mode};
+use clap::builder::TypedValueParser as _;
 use std::collections::BTreeSet;
 
 /// Grants as the operator writes them (a newtype, so clap takes the whole list as one value).
@@ -68,6 +70,16 @@ pub struct TaskPolicyArgs {
         })
     )]
     pub disable_privileged: bool,
+
+    /// The most containers one task definition may have (ECS's limit is 10).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "BERTH_MAX_CONTAINERS_PER_TASK",
+        default_value_t = berth_model::MAX_CONTAINERS,
+        value_parser = clap::value_parser!(u32).range(1..=10_000).map(|n| n as usize)
+    )]
+    pub max_containers_per_task: usize,
 }
 
 impl TaskPolicyArgs {
@@ -159,7 +171,9 @@ mod tests {
         let granted = args(&["--task-policy-allow", "privileged,host-path:/srv"]).policy(true);
         assert_eq!(granted.grants, [Grant::Privileged].into());
         assert_eq!(granted.host_paths, vec!["/srv".to_string()]);
+        assert_eq!(args(&[]).max_containers_per_task, 10);
         assert!(Cli::try_parse_from(["berth", "--task-policy-allow", "root"]).is_err());
+        assert!(Cli::try_parse_from(["berth", "--max-containers-per-task", "0"]).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! container's own environment) with a real agent on the real Docker Engine: the data directory
 //! and the state store are private; the task policy refuses what
 //! it does not allow (privileged containers, host volumes on `/`; ECS_DISABLE_PRIVILEGED) at
-//! submit, with the field's path.
+//! submit, with the field's path; a task has at most 10 containers unless the agent says more.
 
 mod common;
 
@@ -158,4 +158,35 @@ fn ecs_disable_privileged_refuses_a_privileged_container() {
         "the path and the rule: {err}"
     );
     assert!(family_containers(&family).is_empty(), "nothing was created");
+}
+
+#[test]
+fn a_task_of_more_containers_than_the_limit_is_refused_with_the_path() {
+    let family = unique_name("berth-wide-");
+    let _guard = FamilyGuard(family.clone());
+    let def = |n: usize| {
+        let cs: Vec<Value> = (0..n)
+            .map(|i| {
+                let mut c = test_container(&format!("c{i}"), "exit 0");
+                c["essential"] = json!(i == 0);
+                c
+            })
+            .collect();
+        json!({"family": family, "containerDefinitions": cs})
+    };
+    let agent = Agent::start("1s");
+    let (code, out, err) = try_submit(&agent, &def(11));
+    assert_eq!(code, 65, "refused: {out}{err}");
+    assert!(
+        err.contains("containerDefinitions: lists 11 containers; a task may have at most 10")
+            && err.contains("--max-containers-per-task"),
+        "the path, the limit and how to raise it: {err}"
+    );
+    assert!(family_containers(&family).is_empty(), "nothing was created");
+    let (code, _, err) = try_submit(&agent, &def(10));
+    assert_eq!(code, 0, "10 containers are fine: {err}");
+
+    let agent = Agent::start_with("1s", &["--max-containers-per-task", "12"]);
+    let (code, _, err) = try_submit(&agent, &def(11));
+    assert_eq!(code, 0, "accepted under a raised limit: {err}");
 }

@@ -101,6 +101,10 @@ impl ControlPlane for Control {
         }
     }
 
+    fn limits(&self) -> berth_model::Limits {
+        self.0.limits
+    }
+
     async fn list(&self) -> Result<Vec<TaskView>, ControlError> {
         let agent = &self.0;
         let records = match agent.store.tasks() {
