@@ -244,6 +244,8 @@ struct Agent {
     /// Where secrets come from (`--secrets-dir`, `--secrets-from-env`).
     secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
     environment_files_dir: Option<PathBuf>,
+    /// `--environment-files-allow`.
+    environment_files_allow: Vec<PathBuf>,
     /// What tasks may ask of this host (`--task-policy`, `--task-policy-allow`,
     /// ECS_DISABLE_PRIVILEGED): checked at submit, and when a cluster assignment is accepted.
     task_policy: berth_model::policy::HostPolicy,
@@ -353,8 +355,9 @@ impl Agent {
     }
 
     /// Why this agent refuses a definition: more containers than `--max-containers-per-task`
-    /// (a cluster's definitions were parsed elsewhere), and every request of the host its task
-    /// policy does not allow; each with the field's path, the rule and how to allow it.
+    /// (a cluster's definitions were parsed elsewhere), every request of the host its task
+    /// policy does not allow, and environment files outside the directories they may be read
+    /// from; each with the field's path, the rule and how to allow it.
     pub(crate) fn refusals(&self, definition: &berth_model::TaskDefinition) -> Vec<String> {
         let mut out = Vec::new();
         let n = definition.container_definitions.len();
@@ -365,6 +368,24 @@ impl Agent {
             ));
         }
         out.extend(crate::task_policy::refusals(&self.task_policy, definition));
+        // Environment files outside what may be read are refused now; one that cannot be read
+        // yet (not there) is judged again when the task starts.
+        let rules = berth_engine::secrets::EnvironmentFileRules {
+            s3_dir: self.environment_files_dir.as_deref(),
+            allowed: &self.environment_files_allow,
+        };
+        for (i, c) in definition.container_definitions.iter().enumerate() {
+            for (j, f) in c.environment_files.iter().enumerate() {
+                use berth_engine::secrets::EnvironmentFileError as E;
+                if let Err(e @ (E::Forbidden { .. } | E::NotAllowed { .. } | E::NotAFile { .. })) =
+                    berth_engine::secrets::environment_file_path(&f.value, &rules)
+                {
+                    out.push(format!(
+                        "containerDefinitions[{i}].environmentFiles[{j}].value: {e}"
+                    ));
+                }
+            }
+        }
         out
     }
 
@@ -432,6 +453,7 @@ impl Agent {
             ready,
             secrets: self.secrets.clone(),
             environment_files_dir: self.environment_files_dir.clone(),
+            environment_files_allow: self.environment_files_allow.clone(),
             identity: self.identity.clone(),
             container_metadata: self.container_metadata.clone(),
             images: Some(berth_engine::image_use::ImageTracking {
@@ -791,6 +813,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         log_policy,
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        environment_files_allow: args.secrets.environment_files_allow(),
         task_policy: args.task_policy.policy(is_cluster_node),
         limits: berth_model::Limits {
             max_containers: args.task_policy.max_containers_per_task,
@@ -831,6 +854,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         secrets_dir = ?args.secrets.secrets_dir,
         secrets_from_env = args.secrets.secrets_from_env,
         environment_files_dir = ?args.secrets.environment_files_dir,
+        environment_files_allow = ?args.secrets.environment_files_allow(),
         engine_auth_registries = ?engine_auth_registries,
         docker_config = %docker_config,
         container_metadata = agent.container_metadata.is_some(),

@@ -389,6 +389,7 @@ async fn run_async(
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        environment_files_allow: args.secrets.environment_files_allow(),
         identity: identity.clone(),
         container_metadata: args.container_metadata.settings(),
         ..RunConfig::new(data_dir.clone())

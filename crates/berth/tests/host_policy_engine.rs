@@ -1,7 +1,8 @@
 //! What an agent lets a task or a local user reach on its host, seen where the user sees it (the
 //! data directory's modes, the agent's log, `berth submit`'s answer, `berth inspect`, the
 //! container's own environment) with a real agent on the real Docker Engine: the data directory
-//! and the state store are private; the task policy refuses what
+//! and the state store are private; environment files are read only where the operator allows,
+//! never from /proc, and no value of one reaches a reason or a log; the task policy refuses what
 //! it does not allow (privileged containers, host volumes on `/`; ECS_DISABLE_PRIVILEGED) at
 //! submit, with the field's path; a task has at most 10 containers unless the agent says more.
 
@@ -23,6 +24,33 @@ fn try_submit(agent: &Agent, def: &Value) -> (i32, String, String) {
 
 fn stopped(v: &Value) -> bool {
     v["known"] == "STOPPED"
+}
+
+/// The exit code of the task's first container once it has stopped.
+fn exit_code(agent: &Agent, id: &str) -> Value {
+    let v = agent.wait_for(id, "stopped", stopped);
+    v["containers"][0]["exitCode"].clone()
+}
+
+/// Every byte berth keeps or shows about its tasks: the store, the agent's log, `berth ps` and
+/// `berth inspect` of every task.
+fn everything_berth_shows(agent: &Agent) -> Vec<(String, Vec<u8>)> {
+    let mut out = vec![
+        (
+            "the store".to_string(),
+            std::fs::read(agent.data().join("berth.redb")).unwrap_or_default(),
+        ),
+        ("the agent's log".to_string(), agent.log().into_bytes()),
+    ];
+    let (_, ps, _) = agent.cli(&["ps", "-a", "--output", "json"]);
+    let tasks: Vec<Value> = serde_json::from_str(&ps).unwrap_or_default();
+    for t in tasks {
+        let id = t["task"].as_str().unwrap_or_default().to_string();
+        let (_, inspect, _) = agent.cli(&["inspect", "--output", "json", &id]);
+        out.push((format!("berth inspect {id}"), inspect.into_bytes()));
+    }
+    out.push(("berth ps".to_string(), ps.into_bytes()));
+    out
 }
 
 fn mode(p: &Path) -> u32 {
@@ -77,6 +105,114 @@ fn the_data_directory_and_the_store_are_private_and_open_ones_are_narrowed_with_
         warned(&store, "0644"),
         "a warning naming {} and 0644:\n{log}",
         store.display()
+    );
+}
+
+/// A value only the agent's own environment holds: what /proc/self/environ would hand a task.
+const AGENT_SECRET: &str = "agent-only-v4lue-5c2e91";
+
+#[test]
+fn an_environment_file_under_proc_is_refused_at_submit_and_its_values_go_nowhere() {
+    let family = unique_name("berth-envproc-");
+    let _guard = FamilyGuard(family.clone());
+    let dir = tempfile::tempdir().expect("tmp");
+    // A symlink planted where files are allowed, leading to the agent's environment.
+    let allowed = dir.path().join("env");
+    std::fs::create_dir(&allowed).expect("mkdir");
+    std::os::unix::fs::symlink("/proc/self/environ", allowed.join("planted.env")).expect("symlink");
+    let agent = Agent::start_launch(
+        "1s",
+        Launch::default(),
+        &[
+            "--environment-files-allow",
+            allowed.to_str().expect("utf-8"),
+        ],
+        &[("BERTH_PROBE_SECRET", AGENT_SECRET)],
+    );
+    for (value, rule) in [
+        (
+            "/proc/self/environ".to_string(),
+            "under /proc, which environment files are never read from",
+        ),
+        (
+            allowed.join("planted.env").display().to_string(),
+            "under /proc, which environment files are never read from",
+        ),
+        (
+            "/etc/passwd".to_string(),
+            "start the agent with --environment-files-allow DIR",
+        ),
+    ] {
+        let mut c = test_container("app", "env; exit 0");
+        c["environmentFiles"] = json!([{"value": value, "type": "s3"}]);
+        let def = json!({"family": family, "containerDefinitions": [c]});
+        let (code, out, err) = try_submit(&agent, &def);
+        assert_eq!(code, 65, "{value}: refused as invalid: {out}{err}");
+        assert!(
+            err.contains("containerDefinitions[0].environmentFiles[0].value: refused:")
+                && err.contains(rule),
+            "{value}: the path, the rule and how to allow it: {err}"
+        );
+        assert!(
+            !err.contains(AGENT_SECRET),
+            "{value}: the answer holds the agent's value: {err}"
+        );
+    }
+    assert!(
+        family_containers(&family).is_empty(),
+        "no container was created"
+    );
+    for (what, bytes) in everything_berth_shows(&agent) {
+        assert!(
+            !bytes
+                .windows(AGENT_SECRET.len())
+                .any(|w| w == AGENT_SECRET.as_bytes()),
+            "{what} holds the agent's environment value"
+        );
+    }
+}
+
+#[test]
+fn an_environment_file_under_the_allowed_directory_reaches_the_container() {
+    let family = unique_name("berth-envok-");
+    let _guard = FamilyGuard(family.clone());
+    let dir = tempfile::tempdir().expect("tmp");
+    let allowed = dir.path().join("env");
+    std::fs::create_dir(&allowed).expect("mkdir");
+    std::fs::write(allowed.join("app.env"), "FROM_FILE=from-the-file\n").expect("write");
+    // A line with a NUL byte (as a copy of /proc/PID/environ has) is refused by its number.
+    std::fs::write(allowed.join("nul.env"), "A=1\nB=x\0C=y\n").expect("write");
+    let agent = Agent::start_launch(
+        "1s",
+        Launch::default(),
+        &[
+            "--environment-files-allow",
+            allowed.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    let mut c = test_container(
+        "app",
+        r#"[ "$FROM_FILE" = from-the-file ] && exit 42; env; exit 1"#,
+    );
+    c["environmentFiles"] =
+        json!([{"value": allowed.join("app.env").display().to_string(), "type": "s3"}]);
+    let id = agent.submit(&json!({"family": family, "containerDefinitions": [c]}));
+    assert_eq!(
+        exit_code(&agent, &id),
+        42,
+        "the file's variable in the container"
+    );
+
+    let mut c = test_container("app", "exit 0");
+    c["environmentFiles"] =
+        json!([{"value": allowed.join("nul.env").display().to_string(), "type": "s3"}]);
+    let id = agent.submit(&json!({"family": family, "containerDefinitions": [c]}));
+    let v = agent.wait_for(&id, "stopped", stopped);
+    let reason = v["stoppedReason"].as_str().unwrap_or_default().to_string();
+    assert!(
+        reason.contains("line 2 of") && reason.contains("NUL byte") && !reason.contains("C=y"),
+        "the line named, not shown: {v}"
     );
 }
 
