@@ -4,7 +4,8 @@
 //! and the state store are private; environment files are read only where the operator allows,
 //! never from /proc, and no value of one reaches a reason or a log; the task policy refuses what
 //! it does not allow (privileged containers, host volumes on `/`; ECS_DISABLE_PRIVILEGED) at
-//! submit, with the field's path; a task has at most 10 containers unless the agent says more.
+//! submit, with the field's path, and a cluster node is restricted by default (on a real
+//! 3-member etcd); a task has at most 10 containers unless the agent says more.
 
 mod common;
 
@@ -325,4 +326,55 @@ fn a_task_of_more_containers_than_the_limit_is_refused_with_the_path() {
     let agent = Agent::start_with("1s", &["--max-containers-per-task", "12"]);
     let (code, _, err) = try_submit(&agent, &def(11));
     assert_eq!(code, 0, "accepted under a raised limit: {err}");
+}
+
+#[cfg(feature = "cluster")]
+#[test]
+fn a_cluster_node_is_restricted_by_default_and_stores_a_privileged_assignment_stopped() {
+    use common::cluster::{Fleet, NodeOpts};
+    use std::time::Duration;
+    let mut fleet = Fleet::start("policy-node");
+    fleet.controller("c1");
+    fleet.node("n1", NodeOpts::default());
+    fleet.wait_until(Duration::from_secs(30), "node n1 to register", || {
+        let nodes = fleet.nodes();
+        if nodes.len() == 1 {
+            Ok(())
+        } else {
+            Err(format!("{nodes:#?}"))
+        }
+    });
+    let mut c = test_container("app", "sleep 600");
+    c["memory"] = json!(64);
+    c["privileged"] = json!(true);
+    let family = unique_name("berth-policy-node-");
+    let ids = fleet.submit(&json!({"family": family, "containerDefinitions": [c]}), &[]);
+    let id = ids.first().expect("a task id").clone();
+    let agent = fleet.agent("n1");
+    let v = fleet.wait_until(
+        Duration::from_secs(60),
+        "the node to store the task stopped",
+        || {
+            let (_, out, _) = agent.cli(&["inspect", "--output", "json", &id]);
+            match serde_json::from_str::<Value>(&out) {
+                Ok(v) if stopped(&v) => Ok(v),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    );
+    let reason = v["stoppedReason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("refused by this node's task policy")
+            && reason.contains("containerDefinitions[0].privileged")
+            && reason.contains("--task-policy-allow privileged"),
+        "the refusal as the reason: {v}"
+    );
+    assert!(
+        v["containers"][0]["dockerId"].is_null(),
+        "no container was created: {v}"
+    );
+    assert!(
+        fleet.docker_running(&[("berth.node", "n1")]).is_empty(),
+        "nothing runs"
+    );
 }
