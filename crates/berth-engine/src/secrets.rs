@@ -268,7 +268,7 @@ fn reason(failures: &[ValueFailure]) -> String {
 pub fn resolve_task(
     state: &TaskState,
     provider: &dyn SecretProvider,
-    environment_files_dir: Option<&Path>,
+    environment_files: &EnvironmentFileRules<'_>,
 ) -> Result<TaskValues, ValuesError> {
     let mut values = Vec::with_capacity(state.containers.len());
     let (mut secret_errors, mut file_errors) = (Vec::new(), Vec::new());
@@ -304,7 +304,7 @@ pub fn resolve_task(
             .filter_map(|s| one("log secret option", s))
             .collect();
         for file in &def.environment_files {
-            match read_environment_file(&file.value, environment_files_dir) {
+            match read_environment_file(&file.value, environment_files) {
                 Ok(vars) => {
                     for (name, value) in vars {
                         if !v.file_env.iter().any(|(n, _)| *n == name) {
@@ -328,7 +328,23 @@ pub fn resolve_task(
     Err(ValuesError(secret_errors))
 }
 
-/// Why an environment file cannot be read.
+/// Where `environmentFiles` may be read from: a local path only when it resolves (symlinks
+/// followed) under one of `allowed` or under `s3_dir`, an S3 ARN under `s3_dir`; never anything
+/// under [`NEVER_READ`], whatever is allowed. The agent runs as root: without these rules a task
+/// could copy any host file (`/proc/self/environ`: the agent's own secrets) into its containers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnvironmentFileRules<'a> {
+    /// The directory standing in for S3 (`--environment-files-dir`).
+    pub s3_dir: Option<&'a Path>,
+    /// The directories local paths may be under (`--environment-files-allow`).
+    pub allowed: &'a [PathBuf],
+}
+
+/// Host trees an environment file is never read from: the kernel's views of processes and
+/// devices (`/proc/self/environ`, `/dev/zero`), not files an operator keeps settings in.
+pub const NEVER_READ: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Why an environment file cannot be read. No variant holds a value from a file.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EnvironmentFileError {
     /// Neither an absolute path nor an S3 ARN (berth-model's words).
@@ -345,32 +361,113 @@ pub enum EnvironmentFileError {
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// Under `/proc`, `/sys` or `/dev` (after symlinks): never read.
+    #[error(
+        "refused: {} resolves to {}, under {tree}, which environment files are never read from (it is the kernel's view of processes and devices, not a settings file)",
+        path.display(),
+        real.display()
+    )]
+    Forbidden {
+        path: PathBuf,
+        real: PathBuf,
+        tree: &'static str,
+    },
+    /// Not under an allowed directory (after symlinks).
+    #[error(
+        "refused: {} resolves to {}, which is not under a directory environment files may be read from ({}); put the file there, or start the agent with --environment-files-allow DIR",
+        path.display(),
+        real.display(),
+        allowed_list(.allowed)
+    )]
+    NotAllowed {
+        path: PathBuf,
+        real: PathBuf,
+        allowed: Vec<PathBuf>,
+    },
+    #[error("refused: {} is not a regular file", path.display())]
+    NotAFile { path: PathBuf },
+    /// A line Docker cannot pass on (a NUL byte): named by its number, never shown.
+    #[error(
+        "line {line} of {} holds a NUL byte, which no environment variable can (is it a file of NUL-separated variables, such as a copy of /proc/PID/environ?)",
+        path.display()
+    )]
+    Nul { path: PathBuf, line: usize },
 }
 
-/// Where an `environmentFiles` value is read from: an absolute path as is, an S3 ARN under
-/// `environment_files_dir` as `<bucket>/<key>`.
+fn allowed_list(allowed: &[PathBuf]) -> String {
+    if allowed.is_empty() {
+        "none is allowed".to_string()
+    } else {
+        allowed
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Where an `environmentFiles` value is read from, as the rules allow: an absolute path as it
+/// resolves, an S3 ARN under the S3 directory as `<bucket>/<key>`; checked against the rules
+/// (under an allowed directory, never under [`NEVER_READ`], a regular file). The answer is the
+/// resolved path (no symlink left in it).
 pub fn environment_file_path(
     value: &str,
-    environment_files_dir: Option<&Path>,
+    rules: &EnvironmentFileRules<'_>,
 ) -> Result<PathBuf, EnvironmentFileError> {
-    match EnvironmentFileLocation::parse(value).map_err(|e| EnvironmentFileError::Location(e.0))? {
-        EnvironmentFileLocation::Local(p) => Ok(PathBuf::from(p)),
-        EnvironmentFileLocation::S3 { bucket, key } => match environment_files_dir {
-            Some(dir) => Ok(dir.join(bucket).join(key)),
-            None => Err(EnvironmentFileError::NoS3),
+    let path = match EnvironmentFileLocation::parse(value)
+        .map_err(|e| EnvironmentFileError::Location(e.0))?
+    {
+        EnvironmentFileLocation::Local(p) => PathBuf::from(p),
+        EnvironmentFileLocation::S3 { bucket, key } => match rules.s3_dir {
+            Some(dir) => dir.join(bucket).join(key),
+            None => return Err(EnvironmentFileError::NoS3),
         },
+    };
+    let real = path
+        .canonicalize()
+        .map_err(|e| EnvironmentFileError::Read {
+            path: path.clone(),
+            source: Arc::new(e),
+        })?;
+    if let Some(tree) = NEVER_READ.iter().find(|t| real.starts_with(t)) {
+        return Err(EnvironmentFileError::Forbidden { path, real, tree });
+    }
+    let roots: Vec<PathBuf> = rules
+        .allowed
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(rules.s3_dir)
+        .map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()))
+        .collect();
+    if !roots.iter().any(|r| real.starts_with(r)) {
+        return Err(EnvironmentFileError::NotAllowed {
+            path,
+            real,
+            allowed: roots,
+        });
+    }
+    match std::fs::metadata(&real) {
+        Ok(m) if m.is_file() => Ok(real),
+        Ok(_) => Err(EnvironmentFileError::NotAFile { path }),
+        Err(e) => Err(EnvironmentFileError::Read {
+            path,
+            source: Arc::new(e),
+        }),
     }
 }
 
 fn read_environment_file(
     value: &str,
-    environment_files_dir: Option<&Path>,
+    rules: &EnvironmentFileRules<'_>,
 ) -> Result<Vec<(String, SecretValue)>, EnvironmentFileError> {
-    let path = environment_file_path(value, environment_files_dir)?;
+    let path = environment_file_path(value, rules)?;
     let text = std::fs::read_to_string(&path).map_err(|e| EnvironmentFileError::Read {
-        path,
+        path: path.clone(),
         source: Arc::new(e),
     })?;
+    if let Some(n) = text.lines().position(|l| l.contains('\0')) {
+        return Err(EnvironmentFileError::Nul { path, line: n + 1 });
+    }
     Ok(parse_env_file(&text))
 }
 

@@ -1,5 +1,5 @@
 //! berth-fs: the only code in berth that makes mount syscalls, replaces or renames crash-safe
-//! files, unmounts or deletes directory trees, removes socket files, and the mount knowledge it
+//! files, unmounts or deletes directory trees, removes socket files, makes the data directory private, and the mount knowledge it
 //! needs.
 //!
 //! Rule (from the cleanup seed and `shared/reference/safe-cleanup.md`): never delete data behind a
@@ -21,6 +21,7 @@
 //! - [`rmdir::remove_empty_dir`]: delete one empty directory (a mount point after its unmount).
 //! - [`socket`]: claim a path for a Unix socket (a stale socket replaced, anything that is not a
 //!   socket never removed) and remove one's own socket at exit.
+//! - [`private`]: the data directory 0700 and the state store 0600, created so or narrowed.
 //!
 //! Limits: Linux only; the calls block (async callers run them on a blocking pool).
 
@@ -31,6 +32,7 @@ pub mod detect;
 pub mod errno;
 pub mod mount;
 pub mod mountinfo;
+pub mod private;
 mod remove;
 pub mod rmdir;
 pub mod socket;

@@ -15,7 +15,7 @@
 
 use crate::types::{Condition, ContainerDefinition, TaskDefinition};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
@@ -35,6 +35,30 @@ pub struct DependencyGraph {
     links: Vec<Vec<(usize, String)>>,
     /// `link_users[i]`: who links to container `i`, in definition order, each once.
     link_users: Vec<Vec<usize>>,
+    /// Each name's first index.
+    index: BTreeMap<String, usize>,
+}
+
+// Test builds count the graph's elementary steps — a name resolved, an edge followed by the
+// cycle search, a link user recorded — so a test can show that the work grows in proportion to
+// the task, not to its square. Nothing is counted in other builds.
+#[cfg(test)]
+thread_local! {
+    static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn step() {
+    #[cfg(test)]
+    STEPS.with(|s| s.set(s.get() + 1));
+}
+
+/// Each name's first index in `names`.
+fn first_indexes(names: &[String]) -> BTreeMap<String, usize> {
+    let mut index = BTreeMap::new();
+    for (i, n) in names.iter().enumerate() {
+        index.entry(n.clone()).or_insert(i);
+    }
+    index
 }
 
 impl DependencyGraph {
@@ -49,7 +73,13 @@ impl DependencyGraph {
             .iter()
             .map(|c| c.name.clone())
             .collect();
-        let index_of = |name: &str| names.iter().position(|n| n == name);
+        // Each name resolved once through a map, never by a scan per reference: a task whose
+        // containers all name one other costs in proportion to its references.
+        let index = first_indexes(&names);
+        let index_of = |name: &str| {
+            step();
+            index.get(name).copied()
+        };
         let mut edges = Vec::new();
         let mut volumes_from = vec![Vec::new(); names.len()];
         let mut links = vec![Vec::new(); names.len()];
@@ -61,12 +91,6 @@ impl DependencyGraph {
                     edges.push((i, j, dep.condition));
                 }
             }
-            edges.extend(
-                implicit
-                    .iter()
-                    .filter(|(dependent, _, _)| *dependent == i)
-                    .copied(),
-            );
             for entry in &container.volumes_from {
                 if let Some(j) = index_of(&entry.source_container) {
                     volumes_from[i].push(j);
@@ -78,6 +102,9 @@ impl DependencyGraph {
                 }
             }
         }
+        // After every dependsOn edge: `from_edges` keeps each container's own dependsOn order
+        // first and its implicit edges after it.
+        edges.extend(implicit);
         let mut graph = Self::from_edges(names, edges);
         for (user, sources) in volumes_from.iter().enumerate() {
             for &source in sources {
@@ -87,7 +114,9 @@ impl DependencyGraph {
         graph.volumes_from = volumes_from;
         for (user, targets) in links.iter().enumerate() {
             for &(target, _) in targets {
-                if !graph.link_users[target].contains(&user) {
+                // Users come in ascending order, so a repeat is the last one pushed.
+                step();
+                if graph.link_users[target].last() != Some(&user) {
                     graph.link_users[target].push(user);
                 }
             }
@@ -113,6 +142,7 @@ impl DependencyGraph {
             list.sort_by_key(|&(i, _)| i);
         }
         DependencyGraph {
+            index: first_indexes(&names),
             names,
             dependencies,
             dependents,
@@ -144,7 +174,8 @@ impl DependencyGraph {
 
     /// The index of the first container with this name.
     pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n == name)
+        step();
+        self.index.get(name).copied()
     }
 
     /// What container `i` waits for, with the condition, in `dependsOn` order.
@@ -185,6 +216,18 @@ impl DependencyGraph {
             .chain(self.links(i).iter().map(|(j, _)| *j))
     }
 
+    /// The `k`th container `i` waits for, as [`waits_for`](Self::waits_for) lists them, found
+    /// by index (the cycle search asks for each in turn; walking the list again each time would
+    /// cost the square of a wide fan-in).
+    fn waits_for_at(&self, i: usize, k: usize) -> Option<usize> {
+        step();
+        let deps = self.dependencies(i);
+        match deps.get(k) {
+            Some(&(j, _)) => Some(j),
+            None => self.links(i).get(k - deps.len()).map(|(j, _)| *j),
+        }
+    }
+
     /// A dependency cycle, if there is one, as the node list walked along the edges with the first
     /// node repeated at the end (`[a, b, a]` for `a -> b -> a`; `[a, a]` for a self-dependency).
     /// Follows `dependsOn` and then `links` edges. Deterministic: the search starts from the lowest
@@ -208,7 +251,7 @@ impl DependencyGraph {
             path.push((root, 0));
             while let Some(top) = path.last_mut() {
                 let node = top.0;
-                let Some(next) = self.waits_for(node).nth(top.1) else {
+                let Some(next) = self.waits_for_at(node, top.1) else {
                     color[node] = Color::Done;
                     path.pop();
                     continue;
@@ -504,6 +547,55 @@ mod tests {
             (0..n).map(|i| format!("c{i}")).collect(),
             edges.iter().map(|&(a, b)| (a, b, Start)).collect(),
         )
+    }
+
+    /// The steps counted while building the graph of `n` containers shaped as a wide task: every
+    /// container but the first waits for the first (`dependsOn` START) and links to it (a
+    /// fan-out), the last also waits for every other (a fan-in); then its cycle search and
+    /// start order, and every name resolved once more as the engine does.
+    fn work(n: usize) -> u64 {
+        let mut containers: Vec<ContainerDefinition> = (0..n)
+            .map(|i| ContainerDefinition::new(format!("c{i}"), "busybox"))
+            .collect();
+        for c in containers.iter_mut().skip(1) {
+            c.depends_on.push(crate::Dependency {
+                container_name: "c0".into(),
+                condition: Start,
+            });
+            c.links.push(crate::Link::new("c0"));
+        }
+        let last = format!("c{}", n - 1);
+        for i in 1..n - 1 {
+            if let Some(c) = containers.iter_mut().find(|c| c.name == last) {
+                c.depends_on.push(crate::Dependency {
+                    container_name: format!("c{i}"),
+                    condition: Start,
+                });
+            }
+        }
+        let def = TaskDefinition::new("wide", containers);
+        STEPS.with(|s| s.set(0));
+        let g = DependencyGraph::new(&def);
+        assert_eq!(g.find_cycle(), None);
+        assert!(g.start_order().is_ok());
+        for c in &def.container_definitions {
+            for d in &c.depends_on {
+                assert!(g.index_of(&d.container_name).is_some());
+            }
+        }
+        STEPS.with(std::cell::Cell::get)
+    }
+
+    #[test]
+    fn a_wide_task_costs_in_proportion_to_its_size_not_its_square() {
+        let (small, large) = (work(500), work(2000));
+        // Four times the containers and references: about four times the steps (a square would
+        // be sixteen times).
+        assert!(
+            large <= small * 5,
+            "{small} steps for 500 containers, {large} for 2000: the work grows faster than the task"
+        );
+        assert!(small >= 500, "the steps are counted: {small}");
     }
 
     #[test]

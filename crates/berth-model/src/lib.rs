@@ -9,6 +9,7 @@ pub mod graph;
 pub mod linux;
 pub mod logging;
 mod parse;
+pub mod policy;
 mod problem;
 pub mod secret;
 pub mod tags;
@@ -17,7 +18,11 @@ pub mod types;
 pub use firelens::{FirelensConfiguration, FirelensType};
 pub use graph::{DependencyGraph, GraphFormat};
 pub use linux::{Device, LinuxParameters, Tmpfs};
-pub use parse::{parse, parse_bytes};
+pub use parse::{Limits, parse, parse_bytes, parse_bytes_with, parse_with};
+
+/// The most containers one task definition may list, as ECS allows (a quota of 10 per task
+/// definition); callers may set another limit ([`Limits`]).
+pub const MAX_CONTAINERS: usize = 10;
 pub use problem::{Invalid, Parsed, Problem};
 pub use tags::Tag;
 pub use types::*;

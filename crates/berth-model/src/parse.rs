@@ -46,6 +46,26 @@ mod volume;
 /// On success the warnings list fields that were ignored. On failure every problem found is
 /// returned, in document order, each with the JSON path of the offending field.
 pub fn parse(input: &str) -> Result<Parsed, Invalid> {
+    parse_with(input, &Limits::default())
+}
+
+/// Limits a caller may set on what [`parse_with`] accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most containers a definition may list (default [`crate::MAX_CONTAINERS`], ECS's).
+    pub max_containers: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_containers: crate::MAX_CONTAINERS,
+        }
+    }
+}
+
+/// [`parse`] with the caller's [`Limits`].
+pub fn parse_with(input: &str, limits: &Limits) -> Result<Parsed, Invalid> {
     let input = input.strip_prefix('\u{feff}').unwrap_or(input);
     if input.trim().is_empty() {
         return Err(single(
@@ -57,6 +77,7 @@ pub fn parse(input: &str) -> Result<Parsed, Invalid> {
         Err(err) => return Err(json_problem(input, &err)),
     };
     let mut checker = Checker::new();
+    checker.max_containers = limits.max_containers;
     let definition = checker.document(&doc);
     let (errors, warnings) = checker.finish();
     if errors.is_empty() {
@@ -74,8 +95,13 @@ pub fn parse(input: &str) -> Result<Parsed, Invalid> {
 
 /// Like [`parse`], for raw bytes: input that is not UTF-8 is one problem, with its position.
 pub fn parse_bytes(input: &[u8]) -> Result<Parsed, Invalid> {
+    parse_bytes_with(input, &Limits::default())
+}
+
+/// [`parse_bytes`] with the caller's [`Limits`].
+pub fn parse_bytes_with(input: &[u8], limits: &Limits) -> Result<Parsed, Invalid> {
     match std::str::from_utf8(input) {
-        Ok(text) => parse(text),
+        Ok(text) => parse_with(text, limits),
         Err(err) => {
             let good = input.get(..err.valid_up_to()).unwrap_or_default();
             let line = good.iter().filter(|&&b| b == b'\n').count() + 1;

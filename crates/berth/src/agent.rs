@@ -199,6 +199,9 @@ pub struct Args {
     #[command(flatten)]
     pub image_gc: crate::image_gc::ImageGcArgs,
 
+    #[command(flatten)]
+    pub task_policy: crate::task_policy::TaskPolicyArgs,
+
     #[cfg(feature = "cluster")]
     #[command(flatten)]
     pub node: node::NodeArgs,
@@ -274,6 +277,13 @@ struct Agent {
     /// Where secrets come from (`--secrets-dir`, `--secrets-from-env`).
     secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
     environment_files_dir: Option<PathBuf>,
+    /// `--environment-files-allow`.
+    environment_files_allow: Vec<PathBuf>,
+    /// What tasks may ask of this host (`--task-policy`, `--task-policy-allow`,
+    /// ECS_DISABLE_PRIVILEGED): checked at submit, and when a cluster assignment is accepted.
+    task_policy: berth_model::policy::HostPolicy,
+    /// `--max-containers-per-task`.
+    limits: berth_model::Limits,
     /// `--cluster`, `--region`, …: every ARN, FireLens's `ecs_cluster` field, the metadata.
     identity: berth_engine::Identity,
     /// `--container-metadata`: each container's metadata file, or None.
@@ -397,6 +407,16 @@ impl Agent {
                 state.extra_labels.extend(labels);
                 if let Some(reason) = &stop {
                     state.request_stop(reason, berth_engine::StopKind::Requested);
+                }
+                // An assignment this node's policy refuses is stored stopped with the refusal as
+                // its reason: nothing runs, and the cluster sees why (a local submit is refused
+                // before it gets here).
+                let refused = self.refusals(&state.definition);
+                if !refused.is_empty() && stop.is_none() {
+                    let reason =
+                        format!("refused by this node's task policy: {}", refused.join("; "));
+                    tracing::warn!(task = %state.id, "{reason}");
+                    state.request_stop(&reason, berth_engine::StopKind::Failed);
                 }
                 let rec = TaskRecord {
                     state: state.clone(),
@@ -524,6 +544,41 @@ impl Agent {
         })
     }
 
+    /// Why this agent refuses a definition: more containers than `--max-containers-per-task`
+    /// (a cluster's definitions were parsed elsewhere), every request of the host its task
+    /// policy does not allow, and environment files outside the directories they may be read
+    /// from; each with the field's path, the rule and how to allow it.
+    pub(crate) fn refusals(&self, definition: &berth_model::TaskDefinition) -> Vec<String> {
+        let mut out = Vec::new();
+        let n = definition.container_definitions.len();
+        if n > self.limits.max_containers {
+            out.push(format!(
+                "containerDefinitions: lists {n} containers; a task may have at most {} (ECS's limit is 10): split it into several tasks, or raise the limit with the agent's --max-containers-per-task",
+                self.limits.max_containers
+            ));
+        }
+        out.extend(crate::task_policy::refusals(&self.task_policy, definition));
+        // Environment files outside what may be read are refused now; one that cannot be read
+        // yet (not there) is judged again when the task starts.
+        let rules = berth_engine::secrets::EnvironmentFileRules {
+            s3_dir: self.environment_files_dir.as_deref(),
+            allowed: &self.environment_files_allow,
+        };
+        for (i, c) in definition.container_definitions.iter().enumerate() {
+            for (j, f) in c.environment_files.iter().enumerate() {
+                use berth_engine::secrets::EnvironmentFileError as E;
+                if let Err(e @ (E::Forbidden { .. } | E::NotAllowed { .. } | E::NotAFile { .. })) =
+                    berth_engine::secrets::environment_file_path(&f.value, &rules)
+                {
+                    out.push(format!(
+                        "containerDefinitions[{i}].environmentFiles[{j}].value: {e}"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     fn tasks(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // The map is consistent between statements; a panic elsewhere cannot corrupt it.
         self.tasks.lock().unwrap_or_else(|e| e.into_inner())
@@ -588,6 +643,7 @@ impl Agent {
             ready,
             secrets: self.secrets.clone(),
             environment_files_dir: self.environment_files_dir.clone(),
+            environment_files_allow: self.environment_files_allow.clone(),
             identity: self.identity.clone(),
             container_metadata: self.container_metadata.clone(),
             images: Some(berth_engine::image_use::ImageTracking {
@@ -917,8 +973,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         .data_dir
         .clone()
         .unwrap_or_else(crate::cmd_run::default_data_dir);
-    std::fs::create_dir_all(data_dir.join("tasks"))
-        .with_context(|| format!("creating {}", data_dir.display()))?;
+    crate::datadir::prepare(&data_dir)?;
     let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
     let _lock = match DataDirLock::acquire(&data_dir) {
         Ok(lock) => lock,
@@ -936,6 +991,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let secrets = args.secrets.provider()?;
     let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
+    crate::datadir::private_store(&data_dir, false)?;
     let identity = args.identity.identity(&data_dir)?;
     #[cfg(feature = "cluster")]
     let node_config = args.node.config(&identity)?;
@@ -988,6 +1044,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         image_gc = image_gc.with_disk(Arc::new(crate::image_gc::DataRoot(root)));
     }
     let image_gc = Arc::new(image_gc);
+    let is_cluster_node = cluster_node.is_some();
     let agent = Arc::new(Agent {
         rt,
         store: store.clone(),
@@ -1004,6 +1061,11 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         log_policy,
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        environment_files_allow: args.secrets.environment_files_allow(),
+        task_policy: args.task_policy.policy(is_cluster_node),
+        limits: berth_model::Limits {
+            max_containers: args.task_policy.max_containers_per_task,
+        },
         identity,
         container_metadata: args.container_metadata.settings(),
         tasks: Mutex::new(HashMap::new()),
@@ -1047,9 +1109,14 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         secrets_dir = ?args.secrets.secrets_dir,
         secrets_from_env = args.secrets.secrets_from_env,
         environment_files_dir = ?args.secrets.environment_files_dir,
+        environment_files_allow = ?args.secrets.environment_files_allow(),
         engine_auth_registries = ?engine_auth_registries,
         docker_config = %docker_config,
         container_metadata = agent.container_metadata.is_some(),
+        task_policy = agent.task_policy.mode.as_str(),
+        task_policy_allow = ?agent.task_policy.grants.iter().map(|g| g.name()).chain(agent.task_policy.host_paths.iter().map(String::as_str)).collect::<Vec<_>>(),
+        privileged_disabled = agent.task_policy.privileged_disabled,
+        max_containers_per_task = agent.limits.max_containers,
         "berth agent starting"
     );
 

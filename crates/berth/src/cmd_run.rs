@@ -347,8 +347,7 @@ async fn run_async(
     // The policy was checked before the definition was read; here only compared with the Engine.
     crate::log_policy::warn_missing(&rt, &args.logs.policy()?).await;
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
-    std::fs::create_dir_all(data_dir.join("tasks"))
-        .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+    crate::datadir::prepare(&data_dir)?;
     // Absolute, so the containers' berth.data-dir label names it unambiguously.
     let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
     let identity = args.metadata.identity.identity(&data_dir)?;
@@ -390,6 +389,7 @@ async fn run_async(
         metadata: metadata.as_ref().map(|m| m.endpoint().clone()),
         secrets,
         environment_files_dir: args.secrets.environment_files_dir.clone(),
+        environment_files_allow: args.secrets.environment_files_allow(),
         identity: identity.clone(),
         container_metadata: args.container_metadata.settings(),
         ..RunConfig::new(data_dir.clone())

@@ -110,7 +110,10 @@ fn unreadable_secrets(
     Ok(berth_engine::secrets::resolve_task(
         &state,
         &*provider,
-        args.environment_files_dir.as_deref(),
+        &berth_engine::secrets::EnvironmentFileRules {
+            s3_dir: args.environment_files_dir.as_deref(),
+            allowed: &args.environment_files_allow(),
+        },
     )
     .err()
     .map(|e| e.to_string()))

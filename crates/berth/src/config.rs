@@ -1350,6 +1350,11 @@ mod tests {
                 Value,
                 vec!["BERTH_ENVIRONMENT_FILES_DIR"],
             ),
+            (
+                "environment-files-allow",
+                List,
+                vec!["BERTH_ENVIRONMENT_FILES_ALLOW"],
+            ),
             ("engine-auth-type", Value, vec!["ECS_ENGINE_AUTH_TYPE"]),
             ("engine-auth-data", Value, vec!["ECS_ENGINE_AUTH_DATA"]),
             ("docker-config", Value, vec!["BERTH_DOCKER_CONFIG"]),
@@ -1419,6 +1424,18 @@ mod tests {
             ("image-gc-high-threshold", Value, vec![]),
             ("image-gc-low-threshold", Value, vec![]),
             ("image-gc-check-interval", Value, vec![]),
+            ("task-policy", Value, vec!["BERTH_TASK_POLICY"]),
+            ("task-policy-allow", List, vec!["BERTH_TASK_POLICY_ALLOW"]),
+            (
+                "disable-privileged",
+                Switch,
+                vec!["BERTH_DISABLE_PRIVILEGED", "ECS_DISABLE_PRIVILEGED"],
+            ),
+            (
+                "max-containers-per-task",
+                Value,
+                vec!["BERTH_MAX_CONTAINERS_PER_TASK"],
+            ),
         ];
         #[cfg(feature = "cluster")]
         want.extend([
@@ -1490,6 +1507,7 @@ mod tests {
             "secrets-dir",
             "secrets-from-env",
             "environment-files-dir",
+            "environment-files-allow",
             "engine-auth-type",
             "engine-auth-data",
             "docker-config",
@@ -1623,7 +1641,7 @@ mod tests {
             .collect();
         assert_eq!(
             switches.len(),
-            5 + usize::from(cfg!(feature = "cluster")),
+            6 + usize::from(cfg!(feature = "cluster")),
             "{switches:?}"
         );
         for long in switches {

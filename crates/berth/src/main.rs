@@ -28,6 +28,7 @@ mod output;
 mod registry_auth;
 mod secrets;
 mod tags;
+mod task_policy;
 mod test_env;
 
 use clap::{CommandFactory, FromArgMatches as _, Parser, Subcommand};

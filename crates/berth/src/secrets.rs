@@ -44,9 +44,53 @@ pub struct SecretArgs {
     /// read from DIR/BUCKET/KEY. Without it only absolute paths can be read.
     #[arg(long, env = "BERTH_ENVIRONMENT_FILES_DIR", value_name = "DIR")]
     pub environment_files_dir: Option<PathBuf>,
+
+    /// The directories an absolute environmentFiles path may be under (after symlinks), separated
+    /// by commas; files under --environment-files-dir are allowed too, and nothing under /proc,
+    /// /sys or /dev ever is. Default: /etc/berth/environment-files.
+    #[arg(
+        long,
+        value_name = "DIRS",
+        env = "BERTH_ENVIRONMENT_FILES_ALLOW",
+        value_parser = parse_dirs,
+        add = crate::config::Key::new().list()
+    )]
+    pub environment_files_allow: Option<DirList>,
+}
+
+/// The default of --environment-files-allow.
+pub const DEFAULT_ENVIRONMENT_FILES_ALLOW: &str = "/etc/berth/environment-files";
+
+/// Directories (a newtype, so clap takes the whole list as one value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirList(pub Vec<PathBuf>);
+
+fn parse_dirs(text: &str) -> Result<DirList, String> {
+    let items: Vec<String> = if text.trim_start().starts_with('[') {
+        serde_json::from_str(text)
+            .map_err(|e| format!("not a JSON array of strings ({e}); or write /a,/b"))?
+    } else {
+        text.split(',').map(|s| s.trim().to_string()).collect()
+    };
+    let mut dirs = Vec::new();
+    for item in items.into_iter().filter(|s| !s.is_empty()) {
+        if !item.starts_with('/') {
+            return Err(format!("{item:?} is not an absolute directory"));
+        }
+        dirs.push(PathBuf::from(item));
+    }
+    Ok(DirList(dirs))
 }
 
 impl SecretArgs {
+    /// The directories absolute environmentFiles paths may be under: the option, else the default.
+    pub fn environment_files_allow(&self) -> Vec<PathBuf> {
+        self.environment_files_allow.as_ref().map_or_else(
+            || vec![PathBuf::from(DEFAULT_ENVIRONMENT_FILES_ALLOW)],
+            |d| d.0.clone(),
+        )
+    }
+
     /// The providers, in order. The secrets directory must exist and be a directory; one that
     /// others can access gets a warning.
     pub fn provider(&self) -> anyhow::Result<Arc<dyn SecretProvider>> {

@@ -180,6 +180,9 @@ fn the_environment_provider_and_environment_files_follow_ecs_precedence() {
     .data_dir(dir.path().join("data"))
     .args(["--secrets-from-env", "--environment-files-dir"])
     .arg(&s3)
+    // The local file's directory: absolute paths are read only under an allowed one.
+    .arg("--environment-files-allow")
+    .arg(dir.path())
     .env("BERTH_SECRET_DEV_TOKEN", "from-env-provider")
     .output();
     assert_eq!(

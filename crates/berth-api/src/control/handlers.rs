@@ -134,8 +134,10 @@ pub async fn submit<C: ControlPlane>(
 ) -> Result<Response, ControlError> {
     let Query(query) = query.map_err(|r| bad_request(r.body_text()))?;
     let body = body.map_err(|r| body_error(&r, super::router::MAX_BODY))?;
-    let mut parsed = berth_model::parse_bytes(&body).map_err(|invalid| ControlError::Invalid {
-        problems: invalid.problems.iter().map(ToString::to_string).collect(),
+    let mut parsed = berth_model::parse_bytes_with(&body, &plane.limits()).map_err(|invalid| {
+        ControlError::Invalid {
+            problems: invalid.problems.iter().map(ToString::to_string).collect(),
+        }
     })?;
     // `?tag=KEY=VALUE` (repeatable): the task's tags, as ECS's RunTask `tags`, over the
     // definition's own.

@@ -114,4 +114,10 @@ pub trait ControlPlane: Send + Sync + 'static {
     /// Why the agent cannot work safely now (its state store cannot be written), or `None`.
     /// `GET /v1/health` reports it (503).
     fn degraded(&self) -> Option<Degraded>;
+
+    /// The limits a submitted definition is parsed with (the most containers per task): by
+    /// default berth-model's, ECS's.
+    fn limits(&self) -> berth_model::Limits {
+        berth_model::Limits::default()
+    }
 }

@@ -66,6 +66,9 @@ pub struct RunConfig {
     /// The directory standing in for S3: `environmentFiles` ARN `arn:aws:s3:::<bucket>/<key>` is
     /// read from `<dir>/<bucket>/<key>`. None: only absolute paths can be read.
     pub environment_files_dir: Option<PathBuf>,
+    /// The directories absolute `environmentFiles` paths may be under (besides
+    /// `environment_files_dir`); see [`secrets::EnvironmentFileRules`]. Default: none.
+    pub environment_files_allow: Vec<PathBuf>,
     /// The cluster, region and account FireLens's `ecs_cluster` and `ecs_task_arn` record fields
     /// show (the metadata endpoint's). Default: [`crate::Identity::default`].
     pub identity: crate::Identity,
@@ -151,6 +154,7 @@ impl RunConfig {
             ready: None,
             secrets: Arc::new(secrets::Providers::default()),
             environment_files_dir: None,
+            environment_files_allow: Vec::new(),
             identity: crate::Identity::default(),
             container_metadata: None,
             images: None,

@@ -30,7 +30,10 @@ pub(super) fn read_secrets_and_environment_files(
     match secrets::resolve_task(
         state,
         &*config.secrets,
-        config.environment_files_dir.as_deref(),
+        &secrets::EnvironmentFileRules {
+            s3_dir: config.environment_files_dir.as_deref(),
+            allowed: &config.environment_files_allow,
+        },
     ) {
         Ok(values) => values,
         Err(e) => {

@@ -69,6 +69,9 @@ pub(super) struct Checker {
     warnings: Vec<Found>,
     /// Path → position in the document (indexes from the root), for sorting problems.
     positions: HashMap<String, Vec<usize>>,
+    /// The most containers a definition may list ([`crate::MAX_CONTAINERS`] unless the caller's
+    /// limit says otherwise).
+    pub(super) max_containers: usize,
 }
 
 /// One present, known field of an object.
@@ -81,7 +84,10 @@ pub(super) struct Field<'j> {
 impl Checker {
     /// A checker for one document; the document itself (path "") sits at the root position.
     pub(super) fn new() -> Self {
-        let mut checker = Checker::default();
+        let mut checker = Checker {
+            max_containers: crate::MAX_CONTAINERS,
+            ..Checker::default()
+        };
         checker.positions.insert(String::new(), Vec::new());
         checker
     }

@@ -142,6 +142,21 @@ impl Checker {
                     }
                 }
                 "containerDefinitions" => {
+                    // Over the limit, the containers are not read at all: a definition of
+                    // thousands of containers costs no more than its JSON.
+                    if let Json::Array(items) = f.value
+                        && items.len() > self.max_containers
+                    {
+                        self.error(
+                            p,
+                            format!(
+                                "lists {} containers; a task may have at most {} (ECS's limit is 10): split it into several tasks, or raise the limit with the agent's --max-containers-per-task",
+                                items.len(),
+                                self.max_containers
+                            ),
+                        );
+                        continue;
+                    }
                     containers = self.array(p, f.value).map(|items| {
                         if items.is_empty() {
                             self.error(p, "must list at least one container");

@@ -2439,3 +2439,37 @@ fn tags_come_from_the_wrapper_and_the_task_in_order_without_warnings() {
     let back: crate::TaskDefinition = serde_json::from_str(&text).expect("loads");
     assert!(back.tags.is_empty());
 }
+
+#[test]
+fn at_most_ten_containers_unless_the_caller_allows_more() {
+    let cs = |n: usize| {
+        (0..n)
+            .map(|i| c(&format!("c{i}"), ""))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    assert_eq!(
+        valid(&task(&cs(10))).definition.container_definitions.len(),
+        10
+    );
+    assert_eq!(
+        problems(&task(&cs(11))),
+        vec![
+            "containerDefinitions: lists 11 containers; a task may have at most 10 (ECS's limit is 10): split it into several tasks, or raise the limit with the agent's --max-containers-per-task"
+        ]
+    );
+    let raised = Limits {
+        max_containers: 2000,
+    };
+    let wide = task(&cs(2000));
+    assert!(parse_with(&wide, &raised).is_ok());
+    assert!(
+        parse_bytes_with(
+            wide.as_bytes(),
+            &Limits {
+                max_containers: 1999
+            }
+        )
+        .is_err()
+    );
+}

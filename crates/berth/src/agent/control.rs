@@ -86,6 +86,10 @@ impl ControlPlane for Control {
                 ),
             });
         }
+        let problems = agent.refusals(&definition);
+        if !problems.is_empty() {
+            return Err(ControlError::Invalid { problems });
+        }
         // A disk that does not answer: refused at once, nothing queued (a save queued now would
         // complete, and run the task, whenever the disk answers).
         if let Some(hung) = agent.store_hung() {
@@ -132,6 +136,10 @@ impl ControlPlane for Control {
                 })
             }
         }
+    }
+
+    fn limits(&self) -> berth_model::Limits {
+        self.0.limits
     }
 
     async fn list(&self) -> Result<Vec<TaskView>, ControlError> {
