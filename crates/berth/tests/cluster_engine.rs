@@ -559,6 +559,7 @@ fn a_second_agent_with_the_same_node_name_is_refused_and_the_first_keeps_the_nod
         [
             "--etcd",
             &fleet.endpoints(),
+            "--etcd-insecure",
             "--node",
             "n1",
             "--node-lease-ttl",
