@@ -22,6 +22,8 @@
 //! - [`socket`]: claim a path for a Unix socket (a stale socket replaced, anything that is not a
 //!   socket never removed) and remove one's own socket at exit.
 //!
+//! - [`usage`]: bytes available on a file system, bytes a directory tree holds (read only).
+//!
 //! Limits: Linux only; the calls block (async callers run them on a blocking pool).
 
 use std::path::{Path, PathBuf};
@@ -35,6 +37,7 @@ mod remove;
 pub mod rmdir;
 pub mod socket;
 mod unmount;
+pub mod usage;
 
 pub use atomic::{AtomicError, write_atomic};
 pub use detect::{Detection, Methods, is_mount_point};
