@@ -179,7 +179,8 @@ fn a_task_filling_its_scratch_volume_is_stopped_and_the_agent_stays_healthy() {
     assert_eq!(status, 200, "health once the filling task stopped: {body}");
     assert_eq!(body["status"], "ok", "{body}");
 
-    // A restarted agent finds both tasks as they were.
+    // A restarted agent (after a kill -9) finds every task as it was.
+    agent.agent.kill9();
     agent.agent.restart();
     let v = agent.agent.task(&fill_id);
     assert_eq!(v["known"], "STOPPED", "{v}");
