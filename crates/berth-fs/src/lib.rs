@@ -23,6 +23,8 @@
 //!   socket never removed) and remove one's own socket at exit.
 //! - [`private`]: the data directory 0700 and the state store 0600, created so or narrowed.
 //!
+//! - [`usage`]: bytes available on a file system, bytes a directory tree holds (read only).
+//!
 //! Limits: Linux only; the calls block (async callers run them on a blocking pool).
 
 use std::path::{Path, PathBuf};
@@ -37,6 +39,7 @@ mod remove;
 pub mod rmdir;
 pub mod socket;
 mod unmount;
+pub mod usage;
 
 pub use atomic::{AtomicError, write_atomic};
 pub use detect::{Detection, Methods, is_mount_point};

@@ -86,7 +86,7 @@ impl Store {
     /// One write transaction over the cluster tables (and the tasks, for an acceptance).
     fn cluster_write(
         &self,
-        f: impl FnOnce(&redb::WriteTransaction) -> Result<(), redb::Error>,
+        f: impl Fn(&redb::WriteTransaction) -> Result<(), redb::Error>,
     ) -> Result<(), StoreError> {
         let err = |e: redb::Error| self.h.err(e);
         self.h.with(|db| {

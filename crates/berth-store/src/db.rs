@@ -226,7 +226,17 @@ impl Store {
             source,
         })?;
         let db = crate::handle::open(&path)?;
-        let h = Arc::new(Handle::new(path.clone(), db, verify_schema, probe_write));
+        let reserve = crate::reserve::Reserve::new(data_dir, crate::reserve::RESERVE_BYTES);
+        if let Err(e) = reserve.fill() {
+            tracing::warn!(path = %data_dir.join(crate::reserve::RESERVE_FILE).display(), error = %e, "cannot fill the state store's reserve now; the agent tries again while it runs");
+        }
+        let h = Arc::new(Handle::new(
+            path.clone(),
+            db,
+            verify_schema,
+            probe_write,
+            reserve,
+        ));
         let writer = Writer::start(h.clone(), TASKS).map_err(|source| StoreError::Write {
             path: path.clone(),
             source,
@@ -500,7 +510,7 @@ impl Store {
         &self,
         reference: &str,
         at: Millis,
-        change: impl FnOnce(&mut TrackedImage),
+        change: impl Fn(&mut TrackedImage),
     ) -> Result<(), StoreError> {
         let key = normalize(reference);
         let err = |e: redb::Error| self.h.err(e);
@@ -573,6 +583,20 @@ impl Store {
                 }),
             }
         }
+    }
+
+    /// The state store's reserve: held, or released after a full disk (and how often).
+    pub fn reserve(&self) -> crate::ReserveStatus {
+        self.h.reserve.status()
+    }
+
+    /// Fill the reserve again (after a release, once the file system has room). An error: the
+    /// file system has no room yet (nothing is kept of a partial fill).
+    pub fn fill_reserve(&self) -> Result<(), StoreError> {
+        self.h.reserve.fill().map_err(|source| StoreError::Write {
+            path: self.h.reserve.status().path,
+            source,
+        })
     }
 
     /// Transactions the group-committing writer has committed (each holds one or more saves).

@@ -11,6 +11,10 @@
 //! operation tries again, at most once per [`REOPEN_INTERVAL`]. [`Handle::degraded`] says why
 //! while the store is not usable.
 //!
+//! A full file system: when a write fails with ENOSPC and the store's reserve
+//! ([`crate::reserve`]) holds space, [`Handle::with`] releases it and runs the transaction once
+//! more (reopening first), so the store's own write succeeds.
+//!
 //! Damage: random bytes in the middle of the file can make redb panic (code it holds unreachable,
 //! an index out of range) instead of returning an error. Every open ([`open`]) and every
 //! transaction ([`Handle::with`]) runs under [`unpanicked`], which turns such a panic into
@@ -23,8 +27,10 @@
 //! Hand-written: redb leaves the reopen to its caller; this is a lock around an `Option`.
 
 use crate::StoreError;
+use crate::reserve::{Reserve, is_enospc};
 use redb::{Database, ReadableDatabase, TableDefinition};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -46,6 +52,10 @@ pub(crate) struct Handle {
     verify: fn(&Database, &Path) -> Result<(), StoreError>,
     /// Writes (and removes) new data, to prove the file can be written again.
     probe: fn(&Database, &Path) -> Result<(), StoreError>,
+    /// Space kept for the store on its file system, released when a write finds it full.
+    pub(crate) reserve: Reserve,
+    /// The last write error seen was ENOSPC (taken by [`Handle::with`]).
+    full: AtomicBool,
 }
 
 impl Handle {
@@ -54,6 +64,7 @@ impl Handle {
         db: Database,
         verify: fn(&Database, &Path) -> Result<(), StoreError>,
         probe: fn(&Database, &Path) -> Result<(), StoreError>,
+        reserve: Reserve,
     ) -> Handle {
         Handle {
             path,
@@ -61,6 +72,8 @@ impl Handle {
             broken: Mutex::new(Broken::default()),
             verify,
             probe,
+            reserve,
+            full: AtomicBool::new(false),
         }
     }
 
@@ -83,6 +96,11 @@ impl Handle {
     /// database for reopening.
     pub(crate) fn err(&self, e: impl Into<redb::Error>) -> StoreError {
         let e: redb::Error = e.into();
+        if let redb::Error::Io(io) = &e
+            && is_enospc(io)
+        {
+            self.full.store(true, Ordering::SeqCst);
+        }
         if needs_reopen(&e) {
             let mut b = self.broken();
             if b.reason.is_none() {
@@ -93,10 +111,27 @@ impl Handle {
         db_err(&self.path, e)
     }
 
-    /// Run `f` on the open database (reopening it first if an I/O error was seen).
+    /// Run `f` on the open database (reopening it first if an I/O error was seen). When `f`
+    /// fails because the file system is full and the reserve holds space, the reserve is
+    /// released and `f` runs once more (after the reopen redb needs), so the store's own write
+    /// succeeds.
     pub(crate) fn with<T>(
         &self,
-        f: impl FnOnce(&Database) -> Result<T, StoreError>,
+        f: impl Fn(&Database) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let out = self.with_once(&f);
+        if out.is_err() && self.full.swap(false, Ordering::SeqCst) && self.reserve.release() {
+            tracing::warn!(path = %self.path.display(), reserve = %self.reserve.status().path.display(), "the data directory's file system is full: the state store's reserve is released and the write tried again");
+            // The reopen happens now, not after the usual interval.
+            self.broken().last_attempt = None;
+            return self.with_once(&f);
+        }
+        out
+    }
+
+    fn with_once<T>(
+        &self,
+        f: &impl Fn(&Database) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         self.reopen_if_broken();
         let guard = self.db.read().unwrap_or_else(|e| e.into_inner());

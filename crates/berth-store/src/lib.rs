@@ -8,6 +8,9 @@
 //!   an I/O error (a full disk, an immutable file) redb refuses every transaction until the
 //!   database is reopened; `handle` notes the error, reopens and verifies the database at the next
 //!   operation, and [`Store::degraded`] says why while it cannot be written.
+//! - [`reserve`]: `DATA_DIR/berth.reserve`, 16 MiB of real blocks kept for the store on its file
+//!   system (task scratch volumes share it); released when a write fails with ENOSPC, so that
+//!   write is tried again and succeeds ([`Store::reserve`], [`Store::fill_reserve`]).
 //! - [`cluster`]: what a cluster node agent remembers (its node name, lease, the revision its
 //!   assignment watch has processed, the assignments it accepted), beside its tasks.
 //! - [`PulledImages`]: the record of pulled images for `berth run` without an agent, a small JSON
@@ -22,10 +25,12 @@
 pub mod cluster;
 pub mod db;
 mod handle;
+pub mod reserve;
 mod writer;
 
 pub use cluster::ClusterMemory;
 pub use db::{Cleanup, Store, TaskRecord, TrackedRecord};
+pub use reserve::{RESERVE_BYTES, RESERVE_FILE, ReserveStatus};
 
 use berth_engine::PullRecord;
 use serde::{Deserialize, Serialize};

@@ -132,7 +132,7 @@ fn commit(
         let txn = db.begin_write().map_err(|e| err(e.into()))?;
         {
             let mut t = txn.open_table(tasks).map_err(|e| err(e.into()))?;
-            for (id, state) in last {
+            for (id, state) in &last {
                 let cleanup = t
                     .get(id)
                     .map_err(|e| err(e.into()))?
@@ -140,7 +140,7 @@ fn commit(
                     .map(|r| r.cleanup)
                     .unwrap_or_default();
                 let rec = TaskRecord {
-                    state: state.clone(),
+                    state: (*state).clone(),
                     cleanup,
                 };
                 // A task state always serialises (plain data, string keys); an error here would

@@ -11,7 +11,8 @@
 //! socket). Elsewhere: the control API's routes, handlers and types in `berth_api::control`
 //! ([`control`] is this agent's side of its `ControlPlane` trait; [`introspection`] its option and
 //! `Version` for `berth_api::introspection`), configuration layering in `crate::config`, `/metrics` in
-//! `crate::metrics`.
+//! `crate::metrics`. [`reserve`]: when the state store released its reserve on a full data directory, the
+//! task whose scratch directory holds the most is stopped and the reserve filled again later.
 //! SIGTERM stops accepting work and exits; running containers keep running (a restarted agent
 //! adopts them).
 //!
@@ -23,6 +24,7 @@ mod control;
 pub(crate) mod introspection;
 #[cfg(feature = "cluster")]
 pub(crate) mod node;
+mod reserve;
 
 use crate::cmd_run::PullArgs;
 use crate::config::Key;
@@ -1122,6 +1124,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
     start_image_gc(&agent);
     watch_engine(&agent);
+    reserve::start(&agent);
 
     // The metadata endpoint (and /metrics) listen before any task starts, so every container
     // created from now on is given its address.
