@@ -4,8 +4,11 @@
 //! ([`cleanup`]), the one retry schedule ([`retry`]), create specs ([`spec`], assembled in one
 //! place by [`create_spec`]), the agent's ECS identity and its ARNs
 //! ([`identity`]), the secret provider seam
-//! ([`secrets`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]), image references read by Docker's rules ([`image_ref`]), the reports people and tools read ([`report`]) and berth's offline pause image
-//! ([`pause_image`], imported by [`pause_provision`]).
+//! ([`secrets`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]),
+//! image references read by Docker's rules ([`image_ref`]), the reports people and tools read
+//! ([`report`]), the Engine's health as the agent reports it ([`engine_health`]), which task a
+//! full data directory stops ([`scratch`]) and berth's offline pause image ([`pause_image`],
+//! imported by [`pause_provision`]).
 //!
 //! This crate never talks to Docker itself (`berth-docker` implements the runtime) and never
 //! unmounts or deletes directory trees itself ([`cleanup`] asks `berth-fs`).
@@ -34,6 +37,7 @@ pub mod report;
 pub mod restart;
 pub mod retry;
 pub mod runtime;
+pub mod scratch;
 pub mod secrets;
 pub mod spec;
 pub mod state;

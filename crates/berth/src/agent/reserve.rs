@@ -5,7 +5,7 @@
 //! room for it (twice its size free, so filling it does not take the last blocks a save needs).
 //!
 //! One loop, checking every [`CHECK`]; the other tasks are not touched and health stays ok while
-//! the store can be written.
+//! the store can be written. Which task, and its reason, is `berth_engine::scratch`'s rule.
 
 use super::Agent;
 use berth_engine::{Command, Status};
@@ -71,54 +71,16 @@ async fn stop_the_largest(agent: &Arc<Agent>) {
     })
     .await
     .unwrap_or_default();
-    let Some((task, bytes)) = largest(sizes) else {
+    let Some((task, bytes)) = berth_engine::scratch::offender(sizes) else {
         tracing::warn!(
             "the state store's reserve was released and no running task holds scratch space: the data directory's file system is full from elsewhere"
         );
         return;
     };
-    let reason = full_reason(bytes);
+    let reason = berth_engine::scratch::full_reason(bytes);
     tracing::warn!(task = %task, scratch_mib = bytes / MIB, "the data directory's file system is full: stopping the task that filled it");
     let sender = agent.tasks().get(&task).map(|e| e.commands.clone());
     if let Some(sender) = sender {
         let _ = sender.send(Command::Stop { reason }).await;
-    }
-}
-
-/// The task holding the most (ties: the first id), none when nothing holds any.
-fn largest(sizes: Vec<(String, u64)>) -> Option<(String, u64)> {
-    sizes
-        .into_iter()
-        .filter(|(_, b)| *b > 0)
-        .fold(None, |best: Option<(String, u64)>, (id, b)| match best {
-            Some((_, top)) if top >= b => best,
-            _ => Some((id, b)),
-        })
-}
-
-fn full_reason(bytes: u64) -> String {
-    format!(
-        "the data directory's file system is full; this task's scratch volume holds {} MiB",
-        bytes.div_ceil(MIB)
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_task_holding_the_most_is_chosen() {
-        let sizes = vec![
-            ("a".into(), 4 * MIB),
-            ("b".into(), 40 * MIB),
-            ("c".into(), 0),
-        ];
-        assert_eq!(largest(sizes), Some(("b".to_string(), 40 * MIB)));
-        assert_eq!(largest(vec![("c".into(), 0)]), None);
-        assert_eq!(
-            full_reason(40 * MIB),
-            "the data directory's file system is full; this task's scratch volume holds 40 MiB"
-        );
     }
 }
