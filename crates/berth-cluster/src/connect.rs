@@ -230,6 +230,21 @@ impl Settings {
         let read = |option: &str, path: &Path| -> Result<Vec<u8>, String> {
             std::fs::read(path).map_err(|e| format!("{option} {}: {e}", path.display()))
         };
+        // A secret other users can read is warned about (not refused: the operator may have a
+        // reason, e.g. a group-readable file on a host of one user).
+        for (option, file) in [
+            ("--etcd-password-file", &self.password_file),
+            ("--etcd-key", &self.key),
+        ] {
+            if let Some(path) = file.as_deref()
+                && let Some(mode) = open_to_others(path)
+            {
+                tracing::warn!(
+                    "{option} {path}: other users can read it (mode {mode:04o}); make it private: chmod 600 {path}",
+                    path = path.display(),
+                );
+            }
+        }
         let mut tls = None;
         if self.tls() {
             let mut options = etcd_client::TlsOptions::new();
@@ -267,6 +282,15 @@ impl Settings {
         };
         Ok(Credentials { tls, user })
     }
+}
+
+/// The permission bits of `path` when its group or other users may read or write it (a secret
+/// should be the owner's alone); None for a private file or one that cannot be read (its read
+/// reports that).
+fn open_to_others(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o7777;
+    (mode & 0o077 != 0).then_some(mode)
 }
 
 /// What an etcd refusal about access means for the operator, when it is one: authentication
@@ -449,6 +473,21 @@ mod tests {
         .load()
         .unwrap_err();
         assert!(err.starts_with("--etcd-password-file "), "{err}");
+    }
+
+    #[test]
+    fn a_secret_file_other_users_can_read_is_noticed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "s3cret\n").expect("write");
+        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert_eq!(open_to_others(&pw), Some(0o644));
+        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        assert_eq!(open_to_others(&pw), Some(0o640));
+        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        assert_eq!(open_to_others(&pw), None);
+        assert_eq!(open_to_others(&dir.path().join("missing")), None);
     }
 
     #[test]

@@ -124,6 +124,9 @@ fn controller_node_and_cli_with_tls_and_their_roles_run_a_task_and_others_are_re
     // A wrong password.
     let wrong = fleet.dir.path().join("wrong.password");
     std::fs::write(&wrong, "not-it\n").expect("write");
+    // Left readable by others: warned about (with how to fix) before etcd's refusal.
+    std::fs::set_permissions(&wrong, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod");
     let mut args: Vec<String> = ["cluster", "ps", "--etcd", &endpoints]
         .map(str::to_owned)
         .to_vec();
@@ -138,6 +141,13 @@ fn controller_node_and_cli_with_tls_and_their_roles_run_a_task_and_others_are_re
     let err = stderr(&out);
     assert!(
         err.contains("etcd refused etcd user \"berth-operator\"'s name or password"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "--etcd-password-file {}: other users can read it (mode 0644); make it private: chmod 600",
+            wrong.display()
+        )),
         "{err}"
     );
 

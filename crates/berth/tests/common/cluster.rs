@@ -394,6 +394,9 @@ impl Fleet {
         }) {
             let file = fleet.dir.path().join(format!("{user}.password"));
             std::fs::write(&file, format!("{}\n", password(&user))).expect("password file");
+            // Private, as docs/cluster.md asks (berth warns about one others can read).
+            std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .expect("password file mode");
             fleet.passwords.insert(user, file);
         }
         // `auth enable` comes last: no command needs root's password.
