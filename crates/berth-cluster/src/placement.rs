@@ -198,6 +198,64 @@ fn spread_value<'n>(field: &str, node: &'n NodeLoad) -> Option<&'n str> {
     }
 }
 
+/// ECS's strategy when a task or service gives none: `spread(instanceId)`.
+fn default_strategy() -> [Strategy; 1] {
+    [Strategy::Spread {
+        field: "instanceId".to_owned(),
+    }]
+}
+
+/// `strategy`, or `default` when it is empty.
+fn or_default<'s>(strategy: &'s [Strategy], default: &'s [Strategy]) -> &'s [Strategy] {
+    if strategy.is_empty() {
+        default
+    } else {
+        strategy
+    }
+}
+
+/// A count per spread value (`attribute:<name>`; a node without it counts as the value absent).
+struct SpreadTotals<'n>(BTreeMap<Option<&'n str>, u64>);
+
+impl SpreadTotals<'_> {
+    /// The total of `node`'s value.
+    fn of(&self, field: &str, node: &NodeLoad) -> u64 {
+        self.0.get(&spread_value(field, node)).copied().unwrap_or(0)
+    }
+}
+
+/// The sum of `count(n)` over the nodes of each spread value.
+fn spread_totals<'n>(
+    field: &str,
+    nodes: &'n [NodeLoad],
+    count: impl Fn(usize) -> u64,
+) -> SpreadTotals<'n> {
+    let mut per_value = BTreeMap::new();
+    for (n, node) in nodes.iter().enumerate() {
+        *per_value.entry(spread_value(field, node)).or_default() += count(n);
+    }
+    SpreadTotals(per_value)
+}
+
+/// What binpack on `field` (`cpu`, else memory) counts of `free`.
+fn binpack_amount(field: &str, free: Resources) -> u64 {
+    if field == "cpu" {
+        free.cpu
+    } else {
+        free.memory_mib
+    }
+}
+
+/// The candidates whose score is `best`, in their order.
+fn scored(candidates: &[usize], score: &[u64], best: u64) -> Vec<usize> {
+    candidates
+        .iter()
+        .zip(score)
+        .filter(|(_, s)| **s == best)
+        .map(|(&i, _)| i)
+        .collect()
+}
+
 /// The index in `nodes` of the node the task goes to, or the reason no node can take it.
 pub fn place(req: &Request<'_>, nodes: &[NodeLoad]) -> Result<usize, String> {
     if nodes.is_empty() {
@@ -227,15 +285,8 @@ pub fn place(req: &Request<'_>, nodes: &[NodeLoad]) -> Result<usize, String> {
             parts.join(", ")
         ));
     }
-    let default = [Strategy::Spread {
-        field: "instanceId".to_owned(),
-    }];
-    let strategy = if req.strategy.is_empty() {
-        &default[..]
-    } else {
-        req.strategy
-    };
-    for s in strategy {
+    let default = default_strategy();
+    for s in or_default(req.strategy, &default) {
         if candidates.len() == 1 {
             break;
         }
@@ -247,31 +298,17 @@ pub fn place(req: &Request<'_>, nodes: &[NodeLoad]) -> Result<usize, String> {
                 .map(|&i| nodes[i].groups.get(req.group).copied().unwrap_or(0))
                 .collect(),
             Strategy::Spread { field } => {
-                let mut per_value: BTreeMap<Option<&str>, u64> = BTreeMap::new();
-                for node in nodes {
-                    *per_value.entry(spread_value(field, node)).or_default() +=
-                        node.groups.get(req.group).copied().unwrap_or(0);
-                }
+                let per_value = spread_totals(field, nodes, |n| {
+                    nodes[n].groups.get(req.group).copied().unwrap_or(0)
+                });
                 candidates
                     .iter()
-                    .map(|&i| {
-                        per_value
-                            .get(&spread_value(field, &nodes[i]))
-                            .copied()
-                            .unwrap_or(0)
-                    })
+                    .map(|&i| per_value.of(field, &nodes[i]))
                     .collect()
             }
             Strategy::Binpack { field } => candidates
                 .iter()
-                .map(|&i| {
-                    let left = nodes[i].free().saturating_sub(req.demand);
-                    if field == "cpu" {
-                        left.cpu
-                    } else {
-                        left.memory_mib
-                    }
-                })
+                .map(|&i| binpack_amount(field, nodes[i].free().saturating_sub(req.demand)))
                 .collect(),
             Strategy::Random => candidates
                 .iter()
@@ -279,12 +316,7 @@ pub fn place(req: &Request<'_>, nodes: &[NodeLoad]) -> Result<usize, String> {
                 .collect(),
         };
         let best = score.iter().copied().min().unwrap_or(0);
-        candidates = candidates
-            .iter()
-            .zip(&score)
-            .filter(|(_, s)| **s == best)
-            .map(|(&i, _)| i)
-            .collect();
+        candidates = scored(&candidates, &score, best);
     }
     candidates
         .into_iter()
@@ -324,14 +356,8 @@ pub fn choose_stops(
     nodes: &[NodeLoad],
     strategy: &[Strategy],
 ) -> Vec<usize> {
-    let default = [Strategy::Spread {
-        field: "instanceId".to_owned(),
-    }];
-    let strategy = if strategy.is_empty() {
-        &default[..]
-    } else {
-        strategy
-    };
+    let default = default_strategy();
+    let strategy = or_default(strategy, &default);
     let mut left: Vec<bool> = vec![true; tasks.len()];
     // What is reserved per node, less what this choice stops.
     let mut used: Vec<Resources> = nodes.iter().map(|n| n.used).collect();
@@ -374,34 +400,22 @@ pub fn choose_stops(
                     .map(|&i| node_of(i).map_or(0, |n| per_node[n]))
                     .collect(),
                 Strategy::Spread { field } => {
-                    let mut per_value: BTreeMap<Option<&str>, u64> = BTreeMap::new();
-                    for (n, node) in nodes.iter().enumerate() {
-                        *per_value.entry(spread_value(field, node)).or_default() += per_node[n];
-                    }
+                    let per_value = spread_totals(field, nodes, |n| per_node[n]);
                     candidates
                         .iter()
-                        .map(|&i| {
-                            node_of(i).map_or(0, |n| {
-                                per_value
-                                    .get(&spread_value(field, &nodes[n]))
-                                    .copied()
-                                    .unwrap_or(0)
-                            })
-                        })
+                        .map(|&i| node_of(i).map_or(0, |n| per_value.of(field, &nodes[n])))
                         .collect()
                 }
                 Strategy::Binpack { field } => candidates
                     .iter()
                     .map(|&i| {
                         node_of(i).map_or(0, |n| {
-                            let free = nodes[n]
-                                .capacity
-                                .saturating_sub(used[n].saturating_sub(tasks[i].demand));
-                            if field == "cpu" {
-                                free.cpu
-                            } else {
-                                free.memory_mib
-                            }
+                            binpack_amount(
+                                field,
+                                nodes[n]
+                                    .capacity
+                                    .saturating_sub(used[n].saturating_sub(tasks[i].demand)),
+                            )
                         })
                     })
                     .collect(),
@@ -412,12 +426,7 @@ pub fn choose_stops(
                     .collect(),
             };
             let best = score.iter().copied().max().unwrap_or(0);
-            candidates = candidates
-                .iter()
-                .zip(&score)
-                .filter(|(_, s)| **s == best)
-                .map(|(&i, _)| i)
-                .collect();
+            candidates = scored(&candidates, &score, best);
         }
         let Some(pick) = candidates.into_iter().max_by(|&a, &b| {
             (tasks[a].created_at_ms, tasks[a].id).cmp(&(tasks[b].created_at_ms, tasks[b].id))
