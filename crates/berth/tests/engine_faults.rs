@@ -239,32 +239,10 @@ fn an_acknowledged_stop_survives_a_kill_while_a_resync_inspect_hangs() {
     assert!(!docker_running(&docker_id), "Docker still runs it");
 }
 
-/// `GET /v1/health` of the agent: (HTTP status, body).
-fn health(agent: &Agent) -> (u16, Value) {
-    use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(agent.socket()).expect("connect");
-    s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nConnection: close\r\n\r\n")
-        .expect("request");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("answer");
-    let status = out
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status line");
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
-    let start = body.find('{').expect("JSON body");
-    let end = body.rfind('}').expect("JSON body");
-    (
-        status,
-        serde_json::from_str(&body[start..=end]).expect("JSON"),
-    )
-}
-
 fn wait_health(agent: &Agent, status: u16, limit: Duration) -> Value {
     let t = Instant::now();
     loop {
-        let (s, body) = health(agent);
+        let (s, body) = agent.health();
         if s == status {
             return body;
         }
@@ -290,14 +268,14 @@ fn health_says_degraded_with_why_while_the_engine_does_not_answer_and_ok_once_it
             "2s",
         ],
     );
-    let (status, body) = health(&agent);
+    let (status, body) = agent.health();
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "ok", "{body}");
 
     // An Engine that refuses every call.
     proxy.set_rules(vec![Rule::new("", "/", Fault::Refuse)]);
     // Not at once: one refusal is no outage.
-    let (status, body) = health(&agent);
+    let (status, body) = agent.health();
     assert_eq!(status, 200, "{body}");
     let body = wait_health(&agent, 503, Duration::from_secs(20));
     assert_eq!(body["status"], "degraded", "{body}");

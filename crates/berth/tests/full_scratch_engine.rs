@@ -17,7 +17,6 @@ use berth_testkit::mount::{LoopFs, Scratch};
 use berth_testkit::{FamilyGuard, test_image, unique_name};
 use common::agent::{Introspection, Launch};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -53,25 +52,7 @@ impl Agent {
 
     /// `GET /v1/health`: (HTTP status, body).
     fn health(&self) -> (u16, Value) {
-        let mut s = std::os::unix::net::UnixStream::connect(self.agent.socket()).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nConnection: close\r\n\r\n")
-            .expect("request");
-        let mut out = String::new();
-        s.read_to_string(&mut out).expect("health answers");
-        let status = out
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .expect("status");
-        let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
-        let start = body.find('{').expect("JSON body");
-        let end = body.rfind('}').expect("JSON body");
-        (
-            status,
-            serde_json::from_str(&body[start..=end]).expect("JSON"),
-        )
+        self.agent.health()
     }
 
     /// `berth submit FILE`: (exit code, stdout, stderr).

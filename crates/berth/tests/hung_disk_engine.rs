@@ -17,7 +17,7 @@ use berth_testkit::mount::{LoopFs, Scratch};
 use berth_testkit::{FamilyGuard, family_containers, ns_test, test_image, unique_name};
 use common::agent::{Introspection, Launch};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -93,18 +93,7 @@ impl Agent {
 
     /// `GET /v1/health`: (HTTP status, body), or None when it does not answer within 10 s.
     fn health(&self) -> Option<(u16, Value)> {
-        let mut s = std::os::unix::net::UnixStream::connect(self.agent.socket()).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nConnection: close\r\n\r\n")
-            .expect("request");
-        let mut out = String::new();
-        s.read_to_string(&mut out).ok()?;
-        let status = out.split(' ').nth(1).and_then(|c| c.parse().ok())?;
-        let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
-        let start = body.find('{')?;
-        let end = body.rfind('}')?;
-        Some((status, serde_json::from_str(&body[start..=end]).ok()?))
+        self.agent.health_within(Duration::from_secs(10))
     }
 }
 

@@ -14,7 +14,7 @@ mod common;
 use berth_testkit::{FamilyGuard, family_containers, ns_test, test_image, unique_name};
 use common::agent::{Introspection, Launch};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -71,28 +71,6 @@ impl Agent {
         let (code, out, err) = self.try_submit(def);
         assert_eq!(code, 0, "{err}\n{}", self.log());
         out.trim().to_string()
-    }
-
-    /// `GET /v1/health`: (HTTP status, body).
-    fn health(&self) -> (u16, Value) {
-        let mut s = std::os::unix::net::UnixStream::connect(self.socket()).expect("connect");
-        s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nConnection: close\r\n\r\n")
-            .expect("request");
-        let mut out = String::new();
-        s.read_to_string(&mut out).expect("answer");
-        let status = out
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .expect("status line");
-        let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
-        // The body may be chunked; take the JSON object in it.
-        let start = body.find('{').expect("JSON body");
-        let end = body.rfind('}').expect("JSON body");
-        (
-            status,
-            serde_json::from_str(&body[start..=end]).expect("JSON"),
-        )
     }
 
     fn wait_health(&self, status: u16) -> Value {

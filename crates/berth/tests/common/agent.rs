@@ -127,6 +127,35 @@ impl Agent {
         self.dir.path().join("api.sock")
     }
 
+    /// `GET /v1/health` on the control socket: (HTTP status, body), or None when the agent does
+    /// not answer within `limit` (or answers no JSON).
+    pub fn health_within(&self, limit: Duration) -> Option<(u16, Value)> {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(self.socket()).ok()?;
+        s.set_read_timeout(Some(limit)).ok()?;
+        s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: berth\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        let status = out.split(' ').nth(1).and_then(|c| c.parse().ok())?;
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
+        // The body may be chunked; take the JSON object in it.
+        let start = body.find('{')?;
+        let end = body.rfind('}')?;
+        Some((status, serde_json::from_str(&body[start..=end]).ok()?))
+    }
+
+    /// `GET /v1/health`: (HTTP status, body); it must answer within 10 s.
+    pub fn health(&self) -> (u16, Value) {
+        self.health_within(Duration::from_secs(10))
+            .unwrap_or_else(|| {
+                panic!(
+                    "GET /v1/health: no JSON answer within 10 s; log: {}",
+                    self.log()
+                )
+            })
+    }
+
     /// The agent's data directory.
     pub fn data(&self) -> PathBuf {
         self.launch
