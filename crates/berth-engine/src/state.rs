@@ -393,6 +393,11 @@ pub struct TaskState {
     /// instead of creating another task. Left out of the saved state while absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_token: Option<String>,
+    /// The ids of the task's roles at the credentials endpoint ([`crate::roles::RoleIds`]), made
+    /// with the state from the roles the definition names. Absent in states saved before berth
+    /// served roles (such a task's containers have no credentials).
+    #[serde(default, skip_serializing_if = "crate::roles::RoleIds::is_empty")]
+    pub role_ids: crate::roles::RoleIds,
     /// One entry per container, in definition order: derived from `definition`, never saved.
     #[serde(skip)]
     wiring: WiringCell,
@@ -434,6 +439,7 @@ impl TaskState {
             .map(|c| ContainerState::new(&c.name, docker_name(&definition, c, &id)))
             .collect();
         let wiring = WiringCell(OnceLock::from(wire(&definition)));
+        let role_ids = crate::roles::RoleIds::for_definition(&definition);
         TaskState {
             id,
             definition,
@@ -445,6 +451,7 @@ impl TaskState {
             created_at: now,
             extra_labels: BTreeMap::new(),
             client_token: None,
+            role_ids,
             wiring,
         }
     }

@@ -11,6 +11,7 @@ pub mod logging;
 mod parse;
 pub mod policy;
 mod problem;
+pub mod role;
 pub mod secret;
 pub mod tags;
 pub mod types;

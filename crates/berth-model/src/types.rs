@@ -36,6 +36,14 @@ pub struct TaskDefinition {
     /// Tasks stored before tags existed load with none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<crate::tags::Tag>,
+    /// `taskRoleArn`: the IAM role (a full ARN or a role name, checked by [`crate::role`]) whose
+    /// credentials the task's containers get from the credentials endpoint. Absent in states saved
+    /// before berth served roles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_role_arn: Option<String>,
+    /// `executionRoleArn`: the role berth itself uses for the task (secrets, images, awslogs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_role_arn: Option<String>,
 }
 
 /// `pidMode`.
@@ -76,6 +84,8 @@ impl TaskDefinition {
             pid_mode: None,
             ipc_mode: None,
             tags: Vec::new(),
+            task_role_arn: None,
+            execution_role_arn: None,
         }
     }
 

@@ -139,8 +139,7 @@ fn an_invalid_definition_also_shows_the_fields_it_ignored() {
     assert_eq!(out.status.code(), Some(65));
     assert!(
         text(&out.stderr).ends_with(
-            "warning: taskRoleArn: not used by berth, ignored\n\
-             warning: proxyConfiguration: App Mesh's proxy configuration is an AWS feature: berth starts the proxy container as an ordinary container of the task and redirects no traffic through it\n"
+            "warning: proxyConfiguration: App Mesh's proxy configuration is an AWS feature: berth starts the proxy container as an ordinary container of the task and redirects no traffic through it\n"
         ),
         "{}",
         text(&out.stderr)

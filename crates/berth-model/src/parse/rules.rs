@@ -45,11 +45,11 @@ pub(super) const TASK: Schema = Schema {
         "pidMode",
         "ipcMode",
         "tags",
+        "taskRoleArn",
+        "executionRoleArn",
     ],
     ignored: &[
         "taskDefinitionArn",
-        "taskRoleArn",
-        "executionRoleArn",
         "requiresCompatibilities",
         "compatibilities",
         "status",

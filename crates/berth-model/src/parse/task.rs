@@ -114,6 +114,22 @@ impl Checker {
         out
     }
 
+    /// `taskRoleArn` / `executionRoleArn`: a role ARN or a role name; `null` or `""` is none.
+    fn role(&mut self, path: &str, value: &Json) -> Option<String> {
+        if matches!(value, Json::Null) {
+            return None;
+        }
+        let s = self.string(path, value)?;
+        if s.is_empty() {
+            return None;
+        }
+        if let Err(why) = crate::role::RoleArn::check(s) {
+            self.error(path, why);
+            return None;
+        }
+        Some(s.to_owned())
+    }
+
     fn task(&mut self, path: &str, object: &[(String, Json)]) -> TaskDefinition {
         let mut def = empty_task();
         let mut family_seen = false;
@@ -225,6 +241,8 @@ impl Checker {
                 }
                 "cpu" => def.cpu = self.task_amount(p, f.value, Amount::Cpu),
                 "tags" => def.tags = self.tags(p, f.value),
+                "taskRoleArn" => def.task_role_arn = self.role(p, f.value),
+                "executionRoleArn" => def.execution_role_arn = self.role(p, f.value),
                 "memory" => def.memory = self.task_amount(p, f.value, Amount::Memory),
                 _ => {} // `fields` only returns keys listed in TASK.known.
             }

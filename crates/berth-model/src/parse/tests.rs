@@ -1549,7 +1549,7 @@ fn unknown_fields_warn_once_each_at_every_level() {
 #[test]
 fn ecs_fields_berth_does_not_use() {
     let text = task_with(
-        r#""taskRoleArn": "arn:x", "executionRoleArn": "arn:y", "requiresCompatibilities": ["EC2"], "runtimePlatform": {"cpuArchitecture": "X86_64"}"#,
+        r#""requiresCompatibilities": ["EC2"], "runtimePlatform": {"cpuArchitecture": "X86_64"}"#,
         &c(
             "web",
             r#""versionConsistency": "enabled", "credentialSpecs": ["x"]"#,
@@ -1558,8 +1558,6 @@ fn ecs_fields_berth_does_not_use() {
     assert_eq!(
         warnings(&text),
         vec![
-            "taskRoleArn: not used by berth, ignored",
-            "executionRoleArn: not used by berth, ignored",
             "requiresCompatibilities: not used by berth, ignored",
             "runtimePlatform: not used by berth, ignored",
             "containerDefinitions[0].versionConsistency: not used by berth, ignored",
@@ -2471,5 +2469,28 @@ fn at_most_ten_containers_unless_the_caller_allows_more() {
             }
         )
         .is_err()
+    );
+}
+
+#[test]
+fn task_and_execution_roles_are_read_and_checked() {
+    let text = task_with(
+        r#""taskRoleArn": "arn:aws:iam::123456789012:role/app", "executionRoleArn": "ecsTaskExecutionRole""#,
+        &c("web", ""),
+    );
+    let def = parse(&text).unwrap().definition;
+    assert_eq!(
+        def.task_role_arn.as_deref(),
+        Some("arn:aws:iam::123456789012:role/app")
+    );
+    assert_eq!(
+        def.execution_role_arn.as_deref(),
+        Some("ecsTaskExecutionRole")
+    );
+    let bad = task_with(r#""taskRoleArn": "arn:aws:s3:::bucket""#, &c("web", ""));
+    let e = parse(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("taskRoleArn") && e.contains("not an IAM role"),
+        "{e}"
     );
 }
