@@ -9,6 +9,7 @@
 //!   pause container its own spec ([`crate::spec::pause_spec`]);
 //! - FireLens ([`crate::firelens::apply`]): the router's configuration file and socket
 //!   directory, the apps' `fluentd` log driver;
+//! - the `awslogs` driver's execution-role credentials and endpoint ([`crate::awslogs::apply`]);
 //! - the pause container's image: the operator's (`--pause-image`) in place of berth's own;
 //! - the `berth.data-dir` label ([`crate::spec::LABEL_DATA_DIR`]);
 //! - the container metadata file's directory mount and `ECS_CONTAINER_METADATA_FILE`
@@ -19,6 +20,7 @@
 //! Limit: the spec holds the values of the container's secrets; it is handed to the runtime and
 //! never saved or logged.
 
+use crate::awslogs;
 use crate::container_metadata;
 use crate::firelens;
 use crate::secrets::TaskValues;
@@ -43,6 +45,8 @@ pub struct Facts<'a> {
     /// by `ECS_CONTAINER_METADATA_FILE`. None: no file (the option is off, the pause container,
     /// or a file that could not be written).
     pub metadata_file: Option<&'a container_metadata::Paths>,
+    /// What the host gives containers logging with `awslogs`.
+    pub awslogs: &'a awslogs::Settings,
 }
 
 /// The complete create spec of container `i` (see the module docs for its parts).
@@ -62,6 +66,7 @@ pub fn build(state: &TaskState, i: usize, facts: &Facts<'_>) -> ContainerSpec {
         &firelens::Paths::new(facts.data_dir, &state.id),
         facts.values,
     );
+    awslogs::apply(&mut spec, state, facts.awslogs);
     if let Some(own) = facts.pause_image.filter(|_| state.is_pause(i)) {
         spec.image = own.to_string();
     }
@@ -107,6 +112,10 @@ mod tests {
             data_dir,
             pause_image,
             metadata_file,
+            awslogs: &awslogs::Settings {
+                credentials_served: false,
+                endpoint: None,
+            },
         }
     }
 

@@ -15,6 +15,7 @@
 
 pub mod actor;
 pub mod auth;
+pub mod awslogs;
 pub mod cleanup;
 pub mod container_metadata;
 pub mod create_spec;

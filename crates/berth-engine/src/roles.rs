@@ -12,8 +12,6 @@ use crate::secrets::SecretValue;
 use crate::state::new_task_id;
 use berth_model::TaskDefinition;
 use serde::{Deserialize, Serialize};
-use std::future::Future;
-use std::pin::Pin;
 
 /// The path under which the credentials endpoint serves an id, as ECS's agent does; containers
 /// get it in `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`.
@@ -111,8 +109,8 @@ pub enum RoleError {
     Unavailable { role_arn: String, why: String },
 }
 
-/// A boxed future, so the seam stays object-safe without an extra crate.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// The boxed future the seam returns (object-safe), as the engine's other seams do.
+pub use futures_util::future::BoxFuture;
 
 /// A source of role credentials. Implementations cache and refresh as they see fit; the engine and
 /// the credentials endpoint ask it on every request and serve what it answers.

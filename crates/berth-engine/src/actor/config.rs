@@ -79,6 +79,9 @@ pub struct RunConfig {
     /// start until it returns and records each use ([`crate::image_use`]). None (the default,
     /// and `berth run`): nothing is leased or recorded.
     pub images: Option<crate::image_use::ImageTracking>,
+    /// What containers logging with `awslogs` are given ([`crate::awslogs`]); the default gives
+    /// nothing (the Engine's own credentials and endpoint).
+    pub awslogs: crate::awslogs::Settings,
 }
 
 /// Durable storage of task state, as the actor needs it.
@@ -158,6 +161,7 @@ impl RunConfig {
             identity: crate::Identity::default(),
             container_metadata: None,
             images: None,
+            awslogs: crate::awslogs::Settings::default(),
         }
     }
 }

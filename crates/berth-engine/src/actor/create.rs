@@ -27,6 +27,7 @@ fn facts<'a, R>(cx: &'a Context<'_, R>, metadata_file: Option<&'a MetadataPaths>
         data_dir: &cx.config.data_dir,
         pause_image: cx.config.pause_image.as_deref(),
         metadata_file,
+        awslogs: &cx.config.awslogs,
     }
 }
 
