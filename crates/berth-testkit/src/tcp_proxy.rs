@@ -1,7 +1,7 @@
 //! A TCP proxy on loopback that a test can cut off from its target: how the cluster tests make a
 //! network partition between one process and etcd without touching the host's network.
-//! [`TcpProxy::start`] listens on a free `127.0.0.1` port and forwards every connection, both
-//! ways, to one target; [`ProxySet`] is one proxy per target (one per etcd member), and its
+//! [`TcpProxy::start`] listens on a free `127.0.0.1` port ([`TcpProxy::start_on`]: on another
+//! address, e.g. one containers can reach) and forwards every connection, both ways, to one target; [`ProxySet`] is one proxy per target (one per etcd member), and its
 //! [`ProxySet::endpoints`] is what `--etcd` takes, so a process given those URLs reaches etcd only
 //! through the proxies and can be cut alone.
 //!
@@ -185,11 +185,20 @@ impl TcpProxy {
     ///
     /// When no loopback port can be had or the proxy's thread or runtime cannot start.
     pub fn start(target: SocketAddr) -> TcpProxy {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        TcpProxy::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), target)
+    }
+
+    /// Listens on `listen` (port 0: a free one) and forwards every connection to `target`: for a
+    /// target on loopback that containers must reach, listen on an address of the host that
+    /// their network routes to (the bridge's gateway).
+    ///
+    /// # Panics
+    ///
+    /// When `listen` cannot be bound or the proxy's thread or runtime cannot start.
+    pub fn start_on(listen: SocketAddr, target: SocketAddr) -> TcpProxy {
+        let listener = std::net::TcpListener::bind(listen)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .unwrap_or_else(|e| {
-                panic!("tcp proxy to {target}: no loopback port to listen on: {e}")
-            });
+            .unwrap_or_else(|e| panic!("tcp proxy to {target}: cannot listen on {listen}: {e}"));
         let addr = listener
             .local_addr()
             .unwrap_or_else(|e| panic!("tcp proxy to {target}: its listening address: {e}"));
@@ -247,7 +256,7 @@ impl TcpProxy {
         }
     }
 
-    /// The address it listens on (`127.0.0.1:PORT`).
+    /// The address it listens on (`127.0.0.1:PORT` unless started on another).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
