@@ -66,7 +66,7 @@ pub fn build(state: &TaskState, i: usize, facts: &Facts<'_>) -> ContainerSpec {
         &firelens::Paths::new(facts.data_dir, &state.id),
         facts.values,
     );
-    awslogs::apply(&mut spec, state, facts.awslogs);
+    awslogs::apply(&mut spec, state, i, facts.awslogs);
     if let Some(own) = facts.pause_image.filter(|_| state.is_pause(i)) {
         spec.image = own.to_string();
     }
