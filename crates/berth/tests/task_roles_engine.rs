@@ -4,7 +4,10 @@
 //! a container of another task using the first task's id, and an unknown id, get ECS's 400; a
 //! task without a role has no variable; the agent's own AWS keys are in no container's
 //! environment or `docker inspect`; the audit log has a line per request and no secret; and once
-//! berth exits, `lo` no longer has 169.254.170.2. Both `berth agent` and `berth run`.
+//! berth exits, `lo` no longer has 169.254.170.2. Both `berth agent` and `berth run`. Bridge and
+//! awsvpc containers also read their task at `/v2/metadata` (task metadata v2, by address), and
+//! botocore (PyPI) in a container finds the role through its container provider
+//! (`container-role`), not the agent's keys.
 //!
 //! The tests bind 169.254.170.2:80, so they hold a process-wide lock and an flock on
 //! /tmp/berth-credentials-endpoint.lock (other test binaries may run at once). They need root
@@ -95,6 +98,23 @@ fn role_dir(root: &Path) -> PathBuf {
 const READ_CREDENTIALS: &str = r#"echo "uri=$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"
 for i in 1 2 3 4 5; do out=$(wget -qO- "http://169.254.170.2$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") && break; sleep 0.5; done
 echo "creds=$out"; echo "--env"; env"#;
+
+/// Prints the task metadata v2 answer (found by the caller's address).
+const READ_V2: &str = r#"echo "v2=$(wget -qO- http://169.254.170.2/v2/metadata)""#;
+
+/// The v2 answer names `task`.
+fn assert_v2(log: &str, task: &str, what: &str) {
+    let line = log
+        .lines()
+        .find_map(|l| l.strip_prefix("v2="))
+        .unwrap_or_else(|| panic!("{what}: no v2 line: {log}"));
+    let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"));
+    assert!(
+        v["TaskARN"].as_str().is_some_and(|a| a.ends_with(task)),
+        "{what}: {v}"
+    );
+    assert_eq!(v["Containers"][0]["Name"], "app", "{what}: {v}");
+}
 
 /// A raw GET of `path` through busybox nc: the status line and body (wget does not print a 4xx
 /// body).
@@ -199,10 +219,15 @@ fn the_agent_serves_each_tasks_role_to_its_own_containers_only() {
         &families[0],
         "bridge",
         true,
-        &format!("{READ_CREDENTIALS}\necho done; sleep 300"),
+        &format!("{READ_V2}\n{READ_CREDENTIALS}\necho done; sleep 300"),
     ));
     let host = agent.submit(&task(&families[1], "host", true, READ_CREDENTIALS));
-    let awsvpc = agent.submit(&task(&families[2], "awsvpc", true, READ_CREDENTIALS));
+    let awsvpc = agent.submit(&task(
+        &families[2],
+        "awsvpc",
+        true,
+        &format!("{READ_V2}\n{READ_CREDENTIALS}"),
+    ));
     let log_of = |id: &str, until: &str| -> String {
         let t = std::time::Instant::now();
         loop {
@@ -221,7 +246,11 @@ fn the_agent_serves_each_tasks_role_to_its_own_containers_only() {
     let bridge_log = log_of(&bridge, "done");
     assert_served(&bridge_log, "bridge");
     assert_served(&log_of(&host, "--env"), "host");
-    assert_served(&log_of(&awsvpc, "--env"), "awsvpc");
+    let awsvpc_log = log_of(&awsvpc, "--env");
+    assert_served(&awsvpc_log, "awsvpc");
+    // Task metadata v2, found by the caller's address, in both modes that have one.
+    assert_v2(&bridge_log, &bridge, "bridge");
+    assert_v2(&awsvpc_log, &awsvpc, "awsvpc");
     let uri = bridge_log
         .lines()
         .find_map(|l| l.strip_prefix("uri="))
@@ -356,4 +385,104 @@ fn without_a_role_source_a_roles_task_gets_no_variable_and_a_warning() {
         "{log}"
     );
     assert!(!lo_has_endpoint());
+}
+
+/// botocore's own credential chain in the container: what it found and how.
+const BOTOCORE_PROBE: &str = r#"
+import json, traceback
+try:
+    import botocore.session
+    creds = botocore.session.get_session().get_credentials()
+    frozen = creds.get_frozen_credentials()
+    out = {"method": creds.method, "access_key": frozen.access_key,
+           "secret_key": frozen.secret_key, "token": frozen.token}
+    with open("/out/probe.json", "w") as f:
+        json.dump(out, f)
+except Exception:
+    with open("/out/error.txt", "w") as f:
+        f.write(traceback.format_exc())
+    raise
+"#;
+
+const BOTOCORE: &str = "botocore==1.44.8";
+
+/// botocore (PyPI) in a bridge container of a `berth run` task finds the role's credentials
+/// through its container provider (`container-role`), not the agent's keys; it runs on the
+/// host's Debian Python through read-only bind mounts, as metadata_clients does.
+#[test]
+fn botocore_in_a_container_gets_the_task_role_from_the_endpoint() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let root = dir.path().canonicalize().expect("canonical");
+    let venv = root.join("venv");
+    let ok = std::process::Command::new("/usr/bin/python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .expect("/usr/bin/python3 runs (scripts/test installs python3-venv)");
+    assert!(ok.success(), "/usr/bin/python3 -m venv failed");
+    let pip = std::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "--disable-pip-version-check", BOTOCORE])
+        .output()
+        .expect("pip runs");
+    assert!(
+        pip.status.success(),
+        "pip install {BOTOCORE} failed:\n{}",
+        String::from_utf8_lossy(&pip.stderr)
+    );
+    let out = root.join("out");
+    std::fs::create_dir(&out).expect("out");
+    std::fs::write(out.join("probe.py"), BOTOCORE_PROBE).expect("probe");
+    let roles = role_dir(&root);
+    let venv_path = venv.display().to_string();
+    let volume = |name: &str, host: &str, at: &str, read_only: bool| {
+        (
+            json!({"name": name, "host": {"sourcePath": host}}),
+            json!({"sourceVolume": name, "containerPath": at, "readOnly": read_only}),
+        )
+    };
+    let mounts = [
+        volume("usr", "/usr", "/usr", true),
+        volume("lib", "/usr/lib", "/lib", true),
+        volume("lib64", "/usr/lib64", "/lib64", true),
+        volume("venv", &venv_path, &venv_path, true),
+        volume("out", &out.display().to_string(), "/out", false),
+    ];
+    let family = unique_name("berth-roles-botocore-");
+    let _guard = FamilyGuard(family.clone());
+    let mut container = test_container("app", "unused");
+    container["command"] = json!([format!("{venv_path}/bin/python"), "/out/probe.py"]);
+    container["mountPoints"] = json!(mounts.iter().map(|m| m.1.clone()).collect::<Vec<_>>());
+    let def = json!({
+        "family": family,
+        "networkMode": "bridge",
+        "taskRoleArn": "arn:aws:iam::123456789012:role/app",
+        "volumes": mounts.iter().map(|m| m.0.clone()).collect::<Vec<_>>(),
+        "containerDefinitions": [container],
+    });
+    let _lock = endpoint_lock();
+    let run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), root.join("task.json"), &def)
+        .prefer_cached()
+        .data_dir(root.join("data"))
+        .env("AWS_SECRET_ACCESS_KEY", AGENT_SECRET)
+        .env("AWS_ACCESS_KEY_ID", AGENT_KEY)
+        .args(["--task-role-dir", roles.to_str().expect("utf-8")])
+        .output();
+    let error = std::fs::read_to_string(out.join("error.txt")).unwrap_or_default();
+    assert_eq!(
+        run.code,
+        Some(0),
+        "the probe failed:\n{error}\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let probe: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("probe.json")).expect("probe.json"))
+            .expect("JSON");
+    assert_eq!(
+        probe,
+        json!({"method": "container-role", "access_key": "AKIDROLEAPP", "secret_key": ROLE_SECRET, "token": ROLE_TOKEN})
+    );
+    let audit = assert_audit(&root.join("data/credentials-audit.log"), 1);
+    // botocore fetches through urllib3, under its user agent.
+    assert!(audit.contains("\"python-urllib3/"), "{audit}");
 }
