@@ -486,3 +486,48 @@ fn botocore_in_a_container_gets_the_task_role_from_the_endpoint() {
     // botocore fetches through urllib3, under its user agent.
     assert!(audit.contains("\"python-urllib3/"), "{audit}");
 }
+
+/// Port 80 of the address held by another process: berth refuses to start, naming it, creates
+/// nothing, and leaves an address it did not add (no `lo:berth` label) where it was.
+#[test]
+fn a_taken_port_is_refused_naming_its_holder() {
+    let _lock = endpoint_lock();
+    let dir = tempfile::tempdir().expect("tmp");
+    let roles = role_dir(dir.path());
+    let added = std::process::Command::new("ip")
+        .args(["-4", "addr", "add", "169.254.170.2/32", "dev", "lo"])
+        .status()
+        .expect("ip runs");
+    assert!(added.success(), "ip addr add (needs root)");
+    let holder = std::net::TcpListener::bind("169.254.170.2:80").expect("bind 169.254.170.2:80");
+    let family = unique_name("berth-roles-taken-");
+    let _guard = FamilyGuard(family.clone());
+    let def = task(&family, "bridge", true, "exit 0");
+    let out = BerthRun::new(
+        env!("CARGO_BIN_EXE_berth"),
+        dir.path().join("task.json"),
+        &def,
+    )
+    .prefer_cached()
+    .data_dir(dir.path().join("data"))
+    .args(["--task-role-dir", roles.to_str().expect("utf-8")])
+    .output();
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("169.254.170.2:80")
+            && out.stderr.contains(&format!("pid {}", std::process::id()))
+            && out.stderr.contains("--credentials-endpoint off"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        family_containers(&family).is_empty(),
+        "a container was created"
+    );
+    assert!(
+        lo_has_endpoint(),
+        "berth removed an address it had not added"
+    );
+    drop(holder);
+    // The lock's drop removes the address.
+}
