@@ -18,65 +18,16 @@ mod common;
 use berth_testkit::berth_run::{BerthRun, test_container};
 use berth_testkit::{FamilyGuard, docker_cli, family_containers, unique_name};
 use common::agent::{Agent, Launch};
+use common::credentials::{endpoint_lock, lo_has_endpoint};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 const AGENT_SECRET: &str = "agent-s3cret-9f1d2e";
 const AGENT_KEY: &str = "AKIAAGENTKEY0042";
 const ROLE_SECRET: &str = "role-s3cret-4b7c1a";
 const ROLE_TOKEN: &str = "role-t0ken-8e2f6d";
-
-static IN_PROCESS: Mutex<()> = Mutex::new(());
-
-/// Holds 169.254.170.2:80 for this test: a process-wide mutex and an flock across test binaries.
-struct EndpointLock {
-    _file: std::fs::File,
-    _guard: std::sync::MutexGuard<'static, ()>,
-}
-
-fn endpoint_lock() -> EndpointLock {
-    let guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open("/tmp/berth-credentials-endpoint.lock")
-        .expect("lock file");
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
-    let lock = EndpointLock {
-        _file: file,
-        _guard: guard,
-    };
-    assert!(
-        !lo_has_endpoint(),
-        "169.254.170.2 is on lo before the test: something else (a berth left running?) holds it"
-    );
-    lock
-}
-
-impl Drop for EndpointLock {
-    /// A test that failed with berth still running (killed, not stopped) leaves the address:
-    /// removed here, once berth is gone (the lock is the first value of each test, so dropped
-    /// last), so the machine is left as it was.
-    fn drop(&mut self) {
-        if lo_has_endpoint() {
-            let _ = std::process::Command::new("ip")
-                .args(["-4", "addr", "del", "169.254.170.2/32", "dev", "lo"])
-                .status();
-        }
-    }
-}
-
-fn lo_has_endpoint() -> bool {
-    let out = std::process::Command::new("ip")
-        .args(["-4", "addr", "show", "dev", "lo"])
-        .output()
-        .expect("ip runs (iproute2)");
-    String::from_utf8_lossy(&out.stdout).contains("169.254.170.2")
-}
 
 /// DIR/app.json: the role `app`'s keys.
 fn role_dir(root: &Path) -> PathBuf {
