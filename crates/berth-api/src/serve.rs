@@ -21,6 +21,10 @@
 //! - axum's `Listener::accept`, which sleeps a second after an accept error such as EMFILE rather
 //!   than spinning.
 //!
+//! [`serve_tcp_with_peers`] also gives each request its peer's address (axum's
+//! `ConnectInfo<SocketAddr>`, a router layer per connection): the credentials endpoint tells its
+//! callers by address; the other listeners do without the cost.
+//!
 //! Each connection is a task of a `JoinSet` owned by the loop: dropping the loop's future (or
 //! aborting its task) drops every connection with it.
 

@@ -30,6 +30,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
+/// How long a request waits for the role source (a slow STS); then 500 saying so.
+pub const SOURCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Settings of the endpoint.
 #[derive(Debug, Clone)]
 pub struct CredentialsConfig {
@@ -234,10 +237,14 @@ async fn credentials<R: Runtime>(
                 role_arn: arn.to_string(),
                 session_name: session_name(&state.definition.family, &state.id),
             };
-            source
-                .credentials(&request)
-                .await
-                .map_err(|e| e.to_string())
+            match tokio::time::timeout(SOURCE_TIMEOUT, source.credentials(&request)).await {
+                Ok(answer) => answer.map_err(|e| e.to_string()),
+                Err(_) => Err(format!(
+                    "no credentials for role {arn}: {} did not answer within {} s",
+                    source.describe(),
+                    SOURCE_TIMEOUT.as_secs()
+                )),
+            }
         }
     };
     match answer {
