@@ -1126,6 +1126,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         secrets_from_env = args.secrets.secrets_from_env,
         environment_files_dir = ?args.secrets.environment_files_dir,
         environment_files_allow = ?args.secrets.environment_files_allow(),
+        credentials_endpoint = %args.roles.credentials_endpoint,
+        task_role_dir = ?args.roles.task_role_dir,
         engine_auth_registries = ?engine_auth_registries,
         docker_config = %docker_config,
         container_metadata = agent.container_metadata.is_some(),
