@@ -482,3 +482,73 @@ fn a_taken_port_is_refused_naming_its_holder() {
     drop(holder);
     // The lock's drop removes the address.
 }
+
+/// An agent killed with SIGKILL leaves the address on lo; the next agent reuses it (its
+/// label), serves the running task's saved id again, and removes the address at its exit.
+#[test]
+fn a_restarted_agent_serves_the_saved_ids_on_the_address_a_killed_one_left() {
+    let _lock = endpoint_lock();
+    let dir = tempfile::tempdir().expect("tmp");
+    let roles = role_dir(dir.path());
+    let family = unique_name("berth-roles-restart-");
+    let _guard = FamilyGuard(family.clone());
+    let launch = Launch {
+        args: vec![
+            "--task-role-dir".into(),
+            roles.to_str().expect("utf-8").into(),
+        ],
+        ..Launch::default()
+    };
+    let mut agent = Agent::start_launch("1h", launch, &[], &[]);
+    let script = r#"i=0; while true; do i=$((i+1)); if out=$(wget -qO- "http://169.254.170.2$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"); then echo "ok $i $out"; else echo "fail $i"; fi; sleep 0.3; done"#;
+    let id = agent.submit(&task(&family, "bridge", true, script));
+    // Read from Docker: the CLI cannot ask a dead agent.
+    let container_log = || {
+        family_containers(&family)
+            .first()
+            .map(|c| docker_cli(&["logs", c]))
+            .unwrap_or_default()
+    };
+    let last_ok = || -> usize {
+        container_log()
+            .lines()
+            .filter_map(|l| l.strip_prefix("ok "))
+            .filter(|l| l.contains("AKIDROLEAPP"))
+            .filter_map(|l| l.split(' ').next()?.parse().ok())
+            .max()
+            .unwrap_or(0)
+    };
+    let wait_ok_after = |agent: &Agent, n: usize, what: &str| {
+        let t = std::time::Instant::now();
+        while last_ok() <= n {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "{what}: no answer after request {n}: {}\n{}",
+                container_log(),
+                agent.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    wait_ok_after(&agent, 0, "first agent");
+    agent.kill9();
+    assert!(lo_has_endpoint(), "the killed agent's address is gone");
+    // With no agent, requests fail; every answer from now on is the restarted agent's.
+    std::thread::sleep(Duration::from_secs(1));
+    let log = container_log();
+    let failed = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("fail "))
+        .filter_map(|n| n.trim().parse::<usize>().ok())
+        .max()
+        .unwrap_or_else(|| panic!("no request failed while no agent ran: {log}"));
+    agent.restart();
+    wait_ok_after(&agent, failed, "restarted agent");
+    agent.cli(&["stop", &id]);
+    let (code, _) = agent.term();
+    assert_eq!(code, Some(0), "{}", agent.log());
+    assert!(
+        !lo_has_endpoint(),
+        "169.254.170.2 is still on lo after the restarted agent exited"
+    );
+}
