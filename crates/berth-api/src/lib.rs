@@ -13,6 +13,10 @@
 //!   `/v1/tasks` (by Docker id or task ARN), which monitoring agents read to map Docker
 //!   containers to tasks; built from the metadata endpoint's task directory.
 //!
+//! - [`credentials`]: the credentials endpoint (`169.254.170.2`): task IAM role credentials at
+//!   `/v2/credentials/<id>` as ECS serves them, with a caller rule and ECS's audit log, and the
+//!   task metadata endpoint v2 (`/v2/metadata`, `/v2/stats`), found by the caller's address.
+//!
 //! - [`serve`]: the accept loop every listener shares, with connection limits, a header-read (and idle)
 //!   timeout and a bounded read buffer ([`serve::ServerLimits`]); the TCP listeners' start and
 //!   shutdown the metadata endpoint and the introspection API share.
@@ -26,6 +30,7 @@ use serde::Serialize;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub mod control;
+pub mod credentials;
 mod details;
 pub mod introspection;
 pub mod metadata;

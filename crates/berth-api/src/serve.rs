@@ -21,6 +21,10 @@
 //! - axum's `Listener::accept`, which sleeps a second after an accept error such as EMFILE rather
 //!   than spinning.
 //!
+//! [`serve_tcp_with_peers`] also gives each request its peer's address (axum's
+//! `ConnectInfo<SocketAddr>`, a router layer per connection): the credentials endpoint tells its
+//! callers by address; the other listeners do without the cost.
+//!
 //! Each connection is a task of a `JoinSet` owned by the loop: dropping the loop's future (or
 //! aborting its task) drops every connection with it.
 
@@ -84,12 +88,21 @@ impl ServerLimits {
 /// The client address a listener's peer counts against, if any.
 pub trait PeerAddr {
     fn client_ip(&self) -> Option<IpAddr>;
+
+    /// The peer's socket address, when it has one (TCP).
+    fn socket_addr(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
 }
 
 impl PeerAddr for std::net::SocketAddr {
     fn client_ip(&self) -> Option<IpAddr> {
         // An IPv4 client of a dual-stack listener counts as its IPv4 address.
         Some(self.ip().to_canonical())
+    }
+
+    fn socket_addr(&self) -> Option<std::net::SocketAddr> {
+        Some(*self)
     }
 }
 
@@ -140,11 +153,28 @@ impl Drop for ClientSlot {
 /// each open connection finish the request it is answering, and return once all have closed (a
 /// caller that cannot wait drops the future: that drops the connections).
 pub async fn serve<L>(
+    listener: L,
+    app: Router,
+    limits: ServerLimits,
+    stop: impl Future<Output = ()>,
+    name: &'static str,
+) where
+    L: Listener,
+    L::Addr: PeerAddr,
+{
+    serve_inner(listener, app, limits, stop, name, false).await;
+}
+
+/// [`serve`], and each request carries its peer's address as axum's
+/// `ConnectInfo<SocketAddr>` (the credentials endpoint tells its callers by address). Costs a
+/// router layer per connection, so only the listeners that need it take it.
+async fn serve_inner<L>(
     mut listener: L,
     app: Router,
     limits: ServerLimits,
     stop: impl Future<Output = ()>,
     name: &'static str,
+    peers: bool,
 ) where
     L: Listener,
     L::Addr: PeerAddr,
@@ -184,7 +214,13 @@ pub async fn serve<L>(
             },
             _ => None,
         };
-        let conn = http.serve_connection(TokioIo::new(io), TowerToHyperService::new(app.clone()));
+        let app = match addr.socket_addr() {
+            Some(peer) if peers => app
+                .clone()
+                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+            _ => app.clone(),
+        };
+        let conn = http.serve_connection(TokioIo::new(io), TowerToHyperService::new(app));
         let mut closing = closing_rx.clone();
         conns.spawn(async move {
             let _held = (permit, slot);
@@ -222,6 +258,20 @@ pub async fn serve_tcp(
         let _ = tcp.set_nodelay(true);
     });
     serve(listener, app, limits, stop, name).await;
+}
+
+/// [`serve_tcp`], each request carrying its peer's address (`ConnectInfo<SocketAddr>`).
+pub async fn serve_tcp_with_peers(
+    listener: TcpListener,
+    app: Router,
+    limits: ServerLimits,
+    stop: impl Future<Output = ()>,
+    name: &'static str,
+) {
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    serve_inner(listener, app, limits, stop, name, true).await;
 }
 
 /// How long [`TcpServers::shutdown`] lets open connections finish.
@@ -266,6 +316,19 @@ impl TcpServers {
     ) {
         let stop = self.stopped();
         self.spawn(serve_tcp(listener, app, limits, stop, name));
+    }
+
+    /// Serve `app` on `listener` with peer addresses ([`serve_tcp_with_peers`]) until the
+    /// shutdown.
+    pub(crate) fn serve_with_peers(
+        &mut self,
+        listener: TcpListener,
+        app: Router,
+        limits: ServerLimits,
+        name: &'static str,
+    ) {
+        let stop = self.stopped();
+        self.spawn(serve_tcp_with_peers(listener, app, limits, stop, name));
     }
 
     /// Stop listening; open connections get [`SHUTDOWN_GRACE`] to finish, then are dropped.

@@ -47,6 +47,9 @@ pub struct Facts<'a> {
     pub metadata_file: Option<&'a container_metadata::Paths>,
     /// What the host gives containers logging with `awslogs`.
     pub awslogs: &'a awslogs::Settings,
+    /// The credentials endpoint is served: a task role's containers get its variable
+    /// ([`crate::role_env`]).
+    pub credentials: bool,
 }
 
 /// The complete create spec of container `i` (see the module docs for its parts).
@@ -67,6 +70,7 @@ pub fn build(state: &TaskState, i: usize, facts: &Facts<'_>) -> ContainerSpec {
         facts.values,
     );
     awslogs::apply(&mut spec, state, i, facts.awslogs);
+    crate::role_env::apply(&mut spec, state, i, facts.credentials);
     if let Some(own) = facts.pause_image.filter(|_| state.is_pause(i)) {
         spec.image = own.to_string();
     }
@@ -116,6 +120,7 @@ mod tests {
                 credentials_served: false,
                 endpoint: None,
             },
+            credentials: false,
         }
     }
 

@@ -4,7 +4,7 @@
 //! ([`cleanup`]), the one retry schedule ([`retry`]), create specs ([`spec`], assembled in one
 //! place by [`create_spec`]), the agent's ECS identity and its ARNs
 //! ([`identity`]), the secret provider seam
-//! ([`secrets`]), the task role seam ([`roles`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]),
+//! ([`secrets`]), the task role seam ([`roles`]) and its variable in containers ([`role_env`]), image cleanup ([`image_gc`], with the leases and records of [`image_use`]),
 //! image references read by Docker's rules ([`image_ref`]), the reports people and tools read
 //! ([`report`]), the Engine's health as the agent reports it ([`engine_health`]), which task a
 //! full data directory stops ([`scratch`]) and berth's offline pause image ([`pause_image`],
@@ -37,6 +37,7 @@ pub mod pull;
 pub mod report;
 pub mod restart;
 pub mod retry;
+pub mod role_env;
 pub mod roles;
 pub mod runtime;
 pub mod scratch;

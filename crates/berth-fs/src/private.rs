@@ -3,7 +3,8 @@
 //! files. [`private_dir`] creates the directory 0700 (and its missing parents, also 0700) or narrows an
 //! existing one; [`private_file`] narrows an existing file. Each answers what it changed
 //! ([`Narrowed`]: the path and the mode it had), so the caller can warn about a place that was open
-//! to other users.
+//! to other users. [`PrivateLog`] appends lines to a 0600 file and rotates it at a size (the
+//! credentials endpoint's audit log).
 //!
 //! Limits: only group and other bits are judged (an owner-only 0500 directory is left as it is);
 //! a place owned by another user cannot be narrowed (`EPERM`) and is an error; symlinks are
@@ -79,12 +80,116 @@ pub fn private_file(file: &Path) -> Result<Option<Narrowed>, FsError> {
     }
 }
 
+/// An append-only log file only its owner can read: created 0600 (an existing one is narrowed),
+/// appended to line by line, and when a line would take it past `max_bytes`, renamed to
+/// `PATH.1` (replacing the previous one) and started afresh. Hand-written: the rotation is one
+/// rename, no crate needed.
+#[derive(Debug)]
+pub struct PrivateLog {
+    path: PathBuf,
+    max_bytes: u64,
+    file: Option<(std::fs::File, u64)>,
+}
+
+impl PrivateLog {
+    /// A log at `path` (opened at the first line).
+    pub fn new(path: PathBuf, max_bytes: u64) -> PrivateLog {
+        PrivateLog {
+            path,
+            max_bytes,
+            file: None,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The rotated file: `PATH.1`.
+    pub fn rotated_path(&self) -> PathBuf {
+        let mut p = self.path.clone().into_os_string();
+        p.push(".1");
+        PathBuf::from(p)
+    }
+
+    fn open(&self) -> Result<(std::fs::File, u64), FsError> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&self.path)
+            .map_err(io(&self.path, "opening"))?;
+        narrow(&self.path, 0o600)?;
+        let size = file.metadata().map_err(io(&self.path, "inspecting"))?.len();
+        Ok((file, size))
+    }
+
+    /// Append `line` and a newline (one `write`, so lines of concurrent writers do not mix).
+    pub fn append(&mut self, line: &str) -> Result<(), FsError> {
+        use std::io::Write as _;
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        let len = bytes.len() as u64;
+        let (_, size) = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(self.open()?),
+        };
+        if *size > 0 && *size + len > self.max_bytes {
+            self.file = None;
+            let rotated = self.rotated_path();
+            std::fs::rename(&self.path, &rotated).map_err(io(&self.path, "rotating"))?;
+            self.file = Some(self.open()?);
+        }
+        let Some((file, size)) = &mut self.file else {
+            return Ok(());
+        };
+        match file.write_all(&bytes) {
+            Ok(()) => {
+                *size += len;
+                Ok(())
+            }
+            Err(e) => {
+                // Reopened at the next line (the file may have been removed or replaced).
+                self.file = None;
+                Err(io(&self.path, "appending to")(e))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).expect("stat").permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn the_log_is_private_and_rotates_past_its_size() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let path = tmp.path().join("audit.log");
+        std::fs::write(&path, b"old\n").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let mut log = PrivateLog::new(path.clone(), 20);
+        log.append("0123456789").expect("append");
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "old\n0123456789\n"
+        );
+        log.append("abcdefghij").expect("append");
+        assert_eq!(
+            std::fs::read_to_string(log.rotated_path()).expect("rotated"),
+            "old\n0123456789\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "abcdefghij\n"
+        );
+        assert_eq!(mode(&path), 0o600);
     }
 
     #[test]

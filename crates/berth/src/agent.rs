@@ -193,6 +193,9 @@ pub struct Args {
     pub secrets: crate::secrets::SecretArgs,
 
     #[command(flatten)]
+    pub roles: crate::task_roles::TaskRoleArgs,
+
+    #[command(flatten)]
     pub registry: crate::registry_auth::RegistryAuthArgs,
 
     #[command(flatten)]
@@ -303,6 +306,9 @@ struct Agent {
     directory: Arc<berth_api::metadata::TaskDirectory>,
     /// Where containers reach the metadata endpoint (set once it listens).
     metadata: std::sync::OnceLock<berth_engine::spec::MetadataEndpoint>,
+    /// Whether the credentials endpoint serves task roles, and whether it was on at all (set
+    /// before any task starts).
+    credentials: std::sync::OnceLock<(bool, bool)>,
     /// Every task the agent spawns (each task's report fan-out, its actor and its cleanup) goes
     /// through this tracker, so shutdown can close it and wait for them.
     tracker: TaskTracker,
@@ -595,6 +601,12 @@ impl Agent {
         let (cmd_tx, cmd_rx) = mpsc::channel(8);
         let (snap_tx, snap_rx) = watch::channel(state.clone());
         self.directory.register(snap_rx.clone());
+        let (credentials, endpoint_on) = self.credentials.get().copied().unwrap_or((false, false));
+        if !credentials
+            && let Some(warning) = crate::task_roles::unserved_warning(&state, endpoint_on)
+        {
+            tracing::warn!("{warning}");
+        }
         // A cluster node's status reporter hears of every change of the task's snapshot.
         let node_changes = self
             .cluster_node
@@ -648,6 +660,7 @@ impl Agent {
             environment_files_allow: self.environment_files_allow.clone(),
             identity: self.identity.clone(),
             container_metadata: self.container_metadata.clone(),
+            credentials,
             images: Some(berth_engine::image_use::ImageTracking {
                 leases: self.image_gc.leases().clone(),
                 records: self.store.clone(),
@@ -1078,6 +1091,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         metrics,
         directory: Arc::new(berth_api::metadata::TaskDirectory::new()),
         metadata: std::sync::OnceLock::new(),
+        credentials: std::sync::OnceLock::new(),
         image_gc,
         engine_health: Arc::new(berth_engine::engine_health::EngineHealth::new(
             args.engine_unhealthy_after,
@@ -1112,6 +1126,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         secrets_from_env = args.secrets.secrets_from_env,
         environment_files_dir = ?args.secrets.environment_files_dir,
         environment_files_allow = ?args.secrets.environment_files_allow(),
+        credentials_endpoint = %args.roles.credentials_endpoint,
+        task_role_dir = ?args.roles.task_role_dir,
         engine_auth_registries = ?engine_auth_registries,
         docker_config = %docker_config,
         container_metadata = agent.container_metadata.is_some(),
@@ -1129,6 +1145,24 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     // The metadata endpoint (and /metrics) listen before any task starts, so every container
     // created from now on is given its address.
     let _metadata_server = start_metadata(&agent, &args).await?;
+    // The credentials endpoint too (its address on lo, removed when this function returns); the
+    // lead plugs in an AWS source.
+    let credentials = args
+        .roles
+        .serve(
+            agent.rt.clone(),
+            agent.directory.clone(),
+            crate::task_roles::role_source(None, &args.roles),
+            berth_api::metadata::TaskInfo {
+                identity: agent.identity.clone(),
+                ..berth_api::metadata::TaskInfo::default()
+            },
+            &data_dir,
+        )
+        .await?;
+    let _ = agent
+        .credentials
+        .set((credentials.is_some(), args.roles.endpoint()?.is_some()));
     // The introspection API lists the tasks as they are resumed and submitted.
     let introspection = introspection::start(&agent, args.introspection_addr).await;
 
@@ -1215,6 +1249,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     socket.release();
     if let Some(server) = introspection {
         server.shutdown().await;
+    }
+    if let Some(endpoint) = credentials {
+        endpoint.shutdown().await;
     }
     agent.shutdown.cancel();
     agent.tracker.close();

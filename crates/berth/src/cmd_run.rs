@@ -82,6 +82,9 @@ pub struct Args {
     pub container_metadata: crate::container_metadata::ContainerMetadataArgs,
 
     #[command(flatten)]
+    pub roles: crate::task_roles::TaskRoleArgs,
+
+    #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
 
     #[command(flatten)]
@@ -372,6 +375,34 @@ async fn run_async(
     let (report_tx, mut report_rx) = mpsc::unbounded_channel::<Report>();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(8);
     let (snap_tx, snap_rx) = watch::channel(state.clone());
+    // The credentials endpoint, for a task that names a role (the lead plugs in an AWS source).
+    let credentials = if state.definition.task_role_arn.is_some()
+        || state.definition.execution_role_arn.is_some()
+    {
+        let directory = Arc::new(berth_api::metadata::TaskDirectory::new());
+        directory.register(snap_rx.clone());
+        let task = berth_api::metadata::TaskInfo {
+            identity: identity.clone(),
+            ..berth_api::metadata::TaskInfo::default()
+        };
+        args.roles
+            .serve(
+                rt.clone(),
+                directory,
+                crate::task_roles::role_source(None, &args.roles),
+                task,
+                &data_dir,
+            )
+            .await?
+    } else {
+        None
+    };
+    if credentials.is_none()
+        && let Some(warning) =
+            crate::task_roles::unserved_warning(&state, args.roles.endpoint()?.is_some())
+    {
+        eprintln!("berth: warning: {warning}");
+    }
     let metadata = args
         .metadata
         .serve(rt.clone(), &state, snap_rx, &identity)
@@ -392,6 +423,7 @@ async fn run_async(
         environment_files_allow: args.secrets.environment_files_allow(),
         identity: identity.clone(),
         container_metadata: args.container_metadata.settings(),
+        credentials: credentials.is_some(),
         ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;
@@ -448,6 +480,9 @@ async fn run_async(
     signals.abort();
     if let Some(server) = metadata {
         server.shutdown().await;
+    }
+    if let Some(endpoint) = credentials {
+        endpoint.shutdown().await;
     }
     let _ = printer.await;
 

@@ -51,6 +51,10 @@ pub struct Args {
     /// with the reason the task would stop with (exit status 65). Values are never printed.
     #[command(flatten)]
     pub secrets: crate::secrets::SecretArgs,
+
+    /// Which source would serve the definition's taskRoleArn (said on standard error).
+    #[command(flatten)]
+    pub roles: crate::task_roles::TaskRoleArgs,
 }
 
 /// `--graph` formats.
@@ -83,6 +87,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(reason) = unreadable_secrets(&args.secrets, &parsed.definition)? {
         eprintln!("the task would stop before any container is created: {reason}");
         return Ok(ExitCode::from(65));
+    }
+    if let Some(role) = &parsed.definition.task_role_arn {
+        let source = crate::task_roles::role_source(None, &args.roles);
+        eprintln!(
+            "note: taskRoleArn {role}: {}",
+            args.roles.describe_for(source.as_ref())
+        );
     }
     let output = match args.graph {
         Some(format) => {

@@ -1355,6 +1355,17 @@ mod tests {
                 List,
                 vec!["BERTH_ENVIRONMENT_FILES_ALLOW"],
             ),
+            (
+                "credentials-endpoint",
+                Value,
+                vec!["BERTH_CREDENTIALS_ENDPOINT"],
+            ),
+            (
+                "credentials-audit-log",
+                Value,
+                vec!["BERTH_CREDENTIALS_AUDIT_LOG"],
+            ),
+            ("task-role-dir", Value, vec!["BERTH_TASK_ROLE_DIR"]),
             ("engine-auth-type", Value, vec!["ECS_ENGINE_AUTH_TYPE"]),
             ("engine-auth-data", Value, vec!["ECS_ENGINE_AUTH_DATA"]),
             ("docker-config", Value, vec!["BERTH_DOCKER_CONFIG"]),
@@ -1508,6 +1519,9 @@ mod tests {
             "secrets-from-env",
             "environment-files-dir",
             "environment-files-allow",
+            "credentials-endpoint",
+            "credentials-audit-log",
+            "task-role-dir",
             "engine-auth-type",
             "engine-auth-data",
             "docker-config",
@@ -1517,9 +1531,16 @@ mod tests {
             "host-public-ipv4-address",
         ];
         assert_eq!(taken(&["run"]), same(&run));
+        // validate says which source would serve a taskRoleArn, so it takes the role keys.
         assert_eq!(
             taken(&["validate"]),
-            same(&["available-log-drivers", "log-driver-fallback"])
+            same(&[
+                "available-log-drivers",
+                "log-driver-fallback",
+                "credentials-endpoint",
+                "credentials-audit-log",
+                "task-role-dir"
+            ])
         );
         assert_eq!(taken(&["gc"]), same(&["data-dir", "docker-host"]));
         assert_eq!(

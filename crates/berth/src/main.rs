@@ -22,6 +22,7 @@ mod etcd_args;
 mod identity;
 mod image_gc;
 mod input;
+mod link_local;
 mod log_policy;
 mod metrics;
 mod output;
@@ -29,6 +30,7 @@ mod registry_auth;
 mod secrets;
 mod tags;
 mod task_policy;
+mod task_roles;
 mod test_env;
 
 use clap::{CommandFactory, FromArgMatches as _, Parser, Subcommand};

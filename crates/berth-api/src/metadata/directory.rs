@@ -6,12 +6,15 @@
 //! the engine. The task's state is read from the receiver: the current value is cloned once per
 //! change (an atomic version check; the clone is taken under the channel's lock only for that copy)
 //! and shared as an `Arc` until the next change. The introspection API reads the same entries
-//! ([`TaskDirectory::snapshots`]): every task the agent has not yet cleaned up.
+//! ([`TaskDirectory::snapshots`]): every task the agent has not yet cleaned up. The credentials
+//! endpoint looks its ids up here too: each task's role ids ([`berth_engine::roles::RoleIds`])
+//! are indexed when the task is registered.
 
 use crate::lock;
 use crate::metadata::json::Version;
 use crate::metadata::ratelimit::{RateLimit, TokenBucket};
 use berth_engine::TaskState;
+use berth_engine::roles::RoleKind;
 use berth_engine::runtime::ContainerDetails;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -30,6 +33,9 @@ struct Index {
     ids: HashMap<String, (Arc<TaskEntry>, usize)>,
     /// Task id → its entry (for `unregister`).
     tasks: HashMap<String, Arc<TaskEntry>>,
+    /// Credential id (the task's [`berth_engine::roles::RoleIds`]) → (task, which role): the
+    /// credentials endpoint's index.
+    credentials: HashMap<String, (Arc<TaskEntry>, RoleKind)>,
 }
 
 /// One registered task.
@@ -130,6 +136,18 @@ impl TaskDirectory {
         let mut index = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(old) = index.tasks.remove(&state.id) {
             index.ids.retain(|_, (e, _)| !Arc::ptr_eq(e, &old));
+            index.credentials.retain(|_, (e, _)| !Arc::ptr_eq(e, &old));
+        }
+        // The ids are made with the task and never change, so the first snapshot has them.
+        if let Some(id) = &state.role_ids.task {
+            index
+                .credentials
+                .insert(id.clone(), (entry.clone(), RoleKind::Task));
+        }
+        if let Some(id) = &state.role_ids.execution {
+            index
+                .credentials
+                .insert(id.clone(), (entry.clone(), RoleKind::Execution));
         }
         // The pause container is given no endpoint address, so its id is not served.
         for (i, c) in state.containers.iter().enumerate() {
@@ -148,7 +166,19 @@ impl TaskDirectory {
             return false;
         };
         index.ids.retain(|_, (e, _)| !Arc::ptr_eq(e, &entry));
+        index
+            .credentials
+            .retain(|_, (e, _)| !Arc::ptr_eq(e, &entry));
         true
+    }
+
+    /// The task and role a credential id stands for.
+    pub(crate) fn lookup_credentials(&self, id: &str) -> Option<(Arc<TaskEntry>, RoleKind)> {
+        let index = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        index
+            .credentials
+            .get(id)
+            .map(|(entry, kind)| (entry.clone(), *kind))
     }
 
     /// The ids of the registered tasks.

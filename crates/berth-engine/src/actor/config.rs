@@ -82,6 +82,10 @@ pub struct RunConfig {
     /// What containers logging with `awslogs` are given ([`crate::awslogs`]); the default gives
     /// nothing (the Engine's own credentials and endpoint).
     pub awslogs: crate::awslogs::Settings,
+    /// The credentials endpoint is served with a role source: every container of a task with a
+    /// `taskRoleArn` gets `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` ([`crate::role_env`]). Default
+    /// false: no variable.
+    pub credentials: bool,
 }
 
 /// Durable storage of task state, as the actor needs it.
@@ -162,6 +166,7 @@ impl RunConfig {
             container_metadata: None,
             images: None,
             awslogs: crate::awslogs::Settings::default(),
+            credentials: false,
         }
     }
 }

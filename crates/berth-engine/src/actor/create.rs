@@ -28,6 +28,7 @@ fn facts<'a, R>(cx: &'a Context<'_, R>, metadata_file: Option<&'a MetadataPaths>
         pause_image: cx.config.pause_image.as_deref(),
         metadata_file,
         awslogs: &cx.config.awslogs,
+        credentials: cx.config.credentials,
     }
 }
 
