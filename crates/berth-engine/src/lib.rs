@@ -34,6 +34,7 @@ pub mod pause;
 pub mod pause_image;
 pub mod pause_provision;
 pub mod pull;
+pub mod remote;
 pub mod report;
 pub mod restart;
 pub mod retry;

@@ -86,6 +86,13 @@ pub struct RunConfig {
     /// `taskRoleArn` gets `AWS_CONTAINER_CREDENTIALS_RELATIVE_URI` ([`crate::role_env`]). Default
     /// false: no variable.
     pub credentials: bool,
+    /// Where the task's role credentials come from (STS through berth-aws, or a local directory):
+    /// the execution role's, for the task's execution-role duties. None: no role is assumed.
+    pub roles: Option<Arc<dyn crate::roles::RoleSource>>,
+    /// berth's AWS access for the execution role's duties ([`crate::remote`]): secrets that no
+    /// local source has, S3 environment files the S3 directory lacks, ECR logins. None (no AWS
+    /// access): the local sources alone, as before.
+    pub remote: Option<Arc<dyn crate::remote::RemoteAccess>>,
 }
 
 /// Durable storage of task state, as the actor needs it.
@@ -167,6 +174,8 @@ impl RunConfig {
             images: None,
             awslogs: crate::awslogs::Settings::default(),
             credentials: false,
+            roles: None,
+            remote: None,
         }
     }
 }
