@@ -50,6 +50,9 @@ pub enum LookupError {
     NotFound { looked: Vec<String> },
     /// There but unreadable (permissions, not UTF-8): the message names the place, never content.
     Unreadable(String),
+    /// Asked of AWS ([`crate::remote`]), which refused or could not be reached: the service, the
+    /// endpoint and AWS's own words.
+    Remote(String),
 }
 
 /// A local source of secrets. Implementations map a parsed reference to the whole secret string
@@ -71,7 +74,7 @@ impl SecretProvider for Providers {
             match p.lookup(reference) {
                 Ok(v) => return Ok(v),
                 Err(LookupError::NotFound { looked: more }) => looked.extend(more),
-                Err(e @ LookupError::Unreadable(_)) => return Err(e),
+                Err(e @ (LookupError::Unreadable(_) | LookupError::Remote(_))) => return Err(e),
             }
         }
         Err(LookupError::NotFound { looked })
@@ -91,6 +94,9 @@ pub enum SecretError {
     NotFound(Vec<String>),
     #[error("{0}")]
     Unreadable(String),
+    /// AWS refused or could not be reached (its words, with the service and endpoint).
+    #[error("{0}")]
+    Remote(String),
     #[error("the value is not a JSON object, so json-key {key:?} cannot be selected ({error})")]
     NotJson { key: String, error: String },
     #[error("the value's JSON object has no key {0:?}")]
@@ -109,6 +115,7 @@ pub fn resolve(
         LookupError::NotFound { looked } if looked.is_empty() => SecretError::NoSource,
         LookupError::NotFound { looked } => SecretError::NotFound(looked),
         LookupError::Unreadable(m) => SecretError::Unreadable(m),
+        LookupError::Remote(m) => SecretError::Remote(m),
     })?;
     let Some(key) = &reference.json_key else {
         return Ok(whole);
@@ -190,7 +197,7 @@ pub const ENV_FILES_REASON: &str =
 
 /// Whether container `i` still needs its values: not created (no Docker id, known below CREATED)
 /// and not stopped. A container adopted after a restart needs none.
-fn needs_values(state: &TaskState, i: usize) -> bool {
+pub(crate) fn needs_values(state: &TaskState, i: usize) -> bool {
     let c = &state.containers[i];
     c.docker_id.is_none() && c.known < Status::Created
 }
@@ -338,7 +345,13 @@ pub struct EnvironmentFileRules<'a> {
     pub s3_dir: Option<&'a Path>,
     /// The directories local paths may be under (`--environment-files-allow`).
     pub allowed: &'a [PathBuf],
+    /// S3 objects fetched from AWS for this task (see [`crate::remote`]), by (bucket, key): an
+    /// S3 ARN found here is read from it, not from `s3_dir`.
+    pub fetched: Option<&'a S3Objects>,
 }
+
+/// S3 objects fetched from AWS, by (bucket, key): the text, or AWS's error.
+pub type S3Objects = std::collections::HashMap<(String, String), Result<SecretValue, String>>;
 
 /// Host trees an environment file is never read from: the kernel's views of processes and
 /// devices (`/proc/self/environ`, `/dev/zero`), not files an operator keeps settings in.
@@ -355,6 +368,9 @@ pub enum EnvironmentFileError {
         "berth cannot fetch S3 objects: start it with --environment-files-dir DIR and put the object at DIR/<bucket>/<key>, or give an absolute path"
     )]
     NoS3,
+    /// Fetched from S3 and refused or unreachable (AWS's words, with the endpoint).
+    #[error("{0}")]
+    Remote(String),
     #[error("cannot read {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -460,6 +476,19 @@ fn read_environment_file(
     value: &str,
     rules: &EnvironmentFileRules<'_>,
 ) -> Result<Vec<(String, SecretValue)>, EnvironmentFileError> {
+    if let (Some(fetched), Ok(EnvironmentFileLocation::S3 { bucket, key })) =
+        (rules.fetched, EnvironmentFileLocation::parse(value))
+        && let Some(answer) = fetched.get(&(bucket, key))
+    {
+        let text = answer.clone().map_err(EnvironmentFileError::Remote)?;
+        if let Some(n) = text.expose().lines().position(|l| l.contains('\0')) {
+            return Err(EnvironmentFileError::Nul {
+                path: PathBuf::from(value),
+                line: n + 1,
+            });
+        }
+        return Ok(parse_env_file(text.expose()));
+    }
     let path = environment_file_path(value, rules)?;
     let text = std::fs::read_to_string(&path).map_err(|e| EnvironmentFileError::Read {
         path: path.clone(),

@@ -571,6 +571,7 @@ impl Agent {
         let rules = berth_engine::secrets::EnvironmentFileRules {
             s3_dir: self.environment_files_dir.as_deref(),
             allowed: &self.environment_files_allow,
+            fetched: None,
         };
         for (i, c) in definition.container_definitions.iter().enumerate() {
             for (j, f) in c.environment_files.iter().enumerate() {

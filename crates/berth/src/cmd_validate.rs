@@ -124,6 +124,7 @@ fn unreadable_secrets(
         &berth_engine::secrets::EnvironmentFileRules {
             s3_dir: args.environment_files_dir.as_deref(),
             allowed: &args.environment_files_allow(),
+            fetched: None,
         },
     )
     .err()

@@ -23,12 +23,14 @@
 //!   Docker's events as the engine's;
 //! - `files`: the files the actor writes (FireLens's router configuration, the container metadata
 //!   files);
-//! - `volumes`, `values`, `images`: what the actor prepares before its first decision (the task's
-//!   volumes; its secrets and environment files) and the image leases it holds while it runs.
+//! - `volumes`, `access`, `values`, `images`: what the actor prepares before its first decision
+//!   (the task's volumes; what its execution role fetches from AWS when berth has AWS access; its
+//!   secrets and environment files) and the image leases it holds while it runs.
 //!
 //! The create spec of a container is assembled in one place, [`crate::create_spec::build`]: the
 //! create effect only supplies its facts.
 
+mod access;
 mod adoption;
 mod config;
 mod create;

@@ -41,13 +41,14 @@
 //! they are seen as soon as those calls end. A create,
 //! start or stop in flight is waited for (its answer names the container the cleanup must remove).
 
+use super::access;
 use super::adoption::{
     adopt, after_unexpected_die, resync_apply, resync_inspect, resync_targets, translate,
 };
 use super::effects::{Context, Effects, spawn_effect};
 use super::files::{prepare_firelens, refresh_metadata_files};
 use super::images::{hold_images, release_images};
-use super::values::read_secrets_and_environment_files;
+use super::values::{read_secrets_and_environment_files, stop_before_create};
 use super::volumes::{provide_volumes, stop_volume_users};
 use super::{Command, EngineMetrics, Reports, RunConfig, SavedAck};
 use crate::decide::{Action, Event};
@@ -144,10 +145,35 @@ pub async fn run_task<R: Runtime>(
     let volumes = plans;
     // A task that is stopping creates nothing: no secret to read, no log router to configure.
     let stopping = state.desired == Status::Stopped || config.cancel.is_cancelled();
+    // With AWS access, what the execution role is for is fetched first (bounded; see `access`).
+    let fetched = if stopping {
+        None
+    } else {
+        match access::fetch(&state, &config).await {
+            access::Outcome::Nothing => None,
+            access::Outcome::Fetched(f) => Some(Arc::new(f)),
+            access::Outcome::Failed(reason) => {
+                tracing::warn!(task = %state.id, %reason, "task stopped: its AWS resources cannot be had");
+                stop_before_create(&mut state, &reason);
+                None
+            }
+        }
+    };
+    let config = match &fetched {
+        Some(f) => RunConfig {
+            registry_auth: Some(Arc::new(access::TaskLogins::new(
+                f.clone(),
+                config.registry_auth.clone(),
+            ))),
+            ..config
+        },
+        None => config,
+    };
+    let stopping = stopping || state.desired == Status::Stopped;
     let values = if stopping {
         TaskValues::default()
     } else {
-        read_secrets_and_environment_files(&mut state, &config)
+        read_secrets_and_environment_files(&mut state, &config, fetched.as_ref())
     };
     if !stopping {
         prepare_firelens(&mut state, &config);
