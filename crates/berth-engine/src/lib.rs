@@ -43,6 +43,7 @@ pub mod roles;
 pub mod runtime;
 pub mod scratch;
 pub mod secrets;
+pub mod sources;
 pub mod spec;
 pub mod state;
 
