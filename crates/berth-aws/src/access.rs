@@ -10,14 +10,13 @@
 //! for `--aws auto|on`) and a description that names the region, where the credentials came from
 //! and any endpoint override — never a key.
 
-use crate::call::{readable_duration, region_partition};
+use crate::call::{error_chain, readable_duration, region_partition};
 use aws_config::identity::IdentityCache;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::Credentials;
 use aws_credential_types::credential_feature::AwsCredentialFeature;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
-use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::timeout::TimeoutConfig;
 use berth_engine::roles::RoleCredentials;
 use std::sync::{Arc, Mutex};
@@ -192,7 +191,7 @@ impl AwsAccess {
             }
             Ok(Err(e)) => Err(format!(
                 "no AWS credentials: {}; the chain looks at {CHAIN_SOURCES}",
-                DisplayErrorContext(&e)
+                error_chain(&e)
             )),
             Err(_) => Err(format!(
                 "no AWS credentials within {}: the chain (which looks at {CHAIN_SOURCES}) did not answer in time",

@@ -2,7 +2,7 @@
 //! into a refusal (the service answered with an error: AWS's code and message, from
 //! `ProvideErrorMetadata`) or no answer (connect, TLS, timeout, an unreadable response, a request
 //! that could not be built — e.g. no credentials or no region), with a readable message and the
-//! SDK's error chain (`DisplayErrorContext`); [`Failure::remote`] and [`Failure::role`] turn it
+//! SDK's error chain ([`error_chain`]: `DisplayErrorContext` without its `Debug` tail); [`Failure::remote`] and [`Failure::role`] turn it
 //! into the engine's `RemoteError` and `RoleError`, naming the service as AWS writes it and the
 //! endpoint. Also the small pure helpers about ARNs and partitions the services share.
 //!
@@ -41,6 +41,18 @@ pub fn readable_duration(d: Duration) -> String {
         format!("{:.1} s", d.as_secs_f64())
     } else {
         format!("{} ms", d.as_millis())
+    }
+}
+
+/// An error and its sources in words, as the SDK's `DisplayErrorContext` writes them
+/// ("dispatch failure: io error: …: Connection refused (os error 111)"), without the `Debug` form
+/// it appends (long, and nothing a reader needs).
+pub fn error_chain<E: Error + 'static>(error: &E) -> String {
+    let full = DisplayErrorContext(error).to_string();
+    let debug = format!(" ({error:?})");
+    match full.strip_suffix(&debug) {
+        Some(words) => words.to_owned(),
+        None => full,
     }
 }
 
@@ -88,7 +100,7 @@ impl Failure {
     where
         E: ProvideErrorMetadata + Error + 'static,
     {
-        let chain = DisplayErrorContext(error).to_string();
+        let chain = error_chain(error);
         match error {
             SdkError::ServiceError(service) => {
                 let status = service.raw().status().as_u16();

@@ -16,7 +16,7 @@
 //! reads "Secrets Manager at … answered a binary secret: …" and matches no AWS code.
 
 use crate::access::AwsAccess;
-use crate::call::{ECR, Failure, S3, SECRETS_MANAGER, SSM, arn_region, secret_id};
+use crate::call::{ECR, Failure, S3, SECRETS_MANAGER, SSM, arn_region, error_chain, secret_id};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
@@ -181,10 +181,7 @@ impl AwsValues {
                     return Err(RemoteError::Unreachable {
                         service: S3.to_owned(),
                         endpoint: endpoint.clone(),
-                        message: format!(
-                            "reading s3://{bucket}/{key} failed: {}",
-                            aws_smithy_types::error::display::DisplayErrorContext(&e)
-                        ),
+                        message: format!("reading s3://{bucket}/{key} failed: {}", error_chain(&e)),
                     });
                 }
             }

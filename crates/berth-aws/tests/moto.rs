@@ -159,6 +159,48 @@ async fn the_cache_answers_the_same_keys_until_half_their_lifetime_then_refreshe
 }
 
 #[tokio::test]
+async fn a_failed_refresh_serves_the_held_credentials_until_they_expire() {
+    moto();
+    // A server of this test's own, so it can go away under the cache.
+    let private = Moto::start_private(&[]);
+    let arn = private.create_role(&unique_name("berth-held-"));
+    let access = AwsAccess::load_with(
+        AwsSettings {
+            // A refresh gives up within 1 s, well before the 6 s credentials expire.
+            timeout: Duration::from_secs(1),
+            role_duration: Duration::from_secs(6),
+        },
+        AwsOverrides {
+            endpoint_url: Some(private.endpoint().to_owned()),
+            ..AwsOverrides::default()
+        },
+    )
+    .await;
+    let roles = StsRoles::new(access);
+    let req = request(&arn, "berth-held");
+    let held = roles.credentials(&req).await.unwrap();
+    drop(private);
+
+    // Past half the lifetime, STS is gone: the held credentials, still valid, are served.
+    tokio::time::sleep(Duration::from_millis(3_300)).await;
+    let served = roles.credentials(&req).await.unwrap();
+    assert_eq!(served, held);
+
+    // Once they have expired, the failure is the answer.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let left = u64::try_from(held.expiration_ms - now_ms).unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(left + 100)).await;
+    let err = roles.credentials(&req).await.unwrap_err();
+    assert!(
+        matches!(&err, RoleError::Unreachable { service, .. } if service == "STS"),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
 async fn concurrent_requests_for_one_role_share_one_answer() {
     let moto = moto();
     let arn = moto.create_role(&unique_name("berth-flight-"));
