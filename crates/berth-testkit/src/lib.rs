@@ -14,8 +14,8 @@
 //! closed endpoint). The crate root has the Docker helpers.
 //!
 //! Run the tests through `scripts/test`: it makes sure an Engine answers, builds the offline test
-//! images (`scripts/setup-images`) and starts a throwaway registry on 127.0.0.1, and passes them to
-//! the tests in environment variables:
+//! images (`scripts/setup-images`) and starts a throwaway registry and a `moto_server` (a local AWS)
+//! on 127.0.0.1, and passes them to the tests in environment variables:
 //!
 //! | variable                  | helper             | default                         |
 //! |---------------------------|--------------------|---------------------------------|
