@@ -8,7 +8,8 @@
 //! Also what berth says about its access: the endpoint a service is reached at (for messages and
 //! the awslogs driver), whether the chain has credentials at all ([`AwsAccess::has_credentials`],
 //! for `--aws auto|on`) and a description that names the region, where the credentials came from
-//! and any endpoint override — never a key.
+//! and any endpoint override — never a key. [`AwsOverrides`] lets berth's own options (and tests)
+//! set the region or one endpoint over the chain's.
 
 use crate::call::{error_chain, readable_duration, region_partition};
 use aws_config::identity::IdentityCache;
