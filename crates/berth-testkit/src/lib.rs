@@ -9,11 +9,13 @@
 //! calls; [`etcd`], a real etcd cluster of a test's own (members killed and restarted at will);
 //! [`tcp_proxy`], a loopback TCP proxy a test cuts and heals (a network partition between one
 //! process and etcd); [`second_engine`], a disposable Docker Engine of a test's own, for what would
-//! leave the machine's Engine changed (a legacy volume plugin it would remember). The crate root has the Docker helpers.
+//! leave the machine's Engine changed (a legacy volume plugin it would remember); [`aws`], the
+//! `moto_server` that stands in for AWS (its CLI, a private server with IAM enforced, a stalled or
+//! closed endpoint). The crate root has the Docker helpers.
 //!
 //! Run the tests through `scripts/test`: it makes sure an Engine answers, builds the offline test
-//! images (`scripts/setup-images`) and starts a throwaway registry on 127.0.0.1, and passes them to
-//! the tests in environment variables:
+//! images (`scripts/setup-images`) and starts a throwaway registry and a `moto_server` (a local AWS)
+//! on 127.0.0.1, and passes them to the tests in environment variables:
 //!
 //! | variable                  | helper             | default                         |
 //! |---------------------------|--------------------|---------------------------------|
@@ -21,6 +23,7 @@
 //! | `BERTH_TEST_IMAGE_ALT`    | [`test_image_alt`] | `berth-test/busybox-alt:latest` |
 //! | `BERTH_TEST_REGISTRY`     | [`registry`]       | none: panics                    |
 //! | `BERTH_TEST_REGISTRY_LOG` | [`registry_log`]   | none                            |
+//! | `BERTH_TEST_AWS_ENDPOINT`, `BERTH_TEST_AWS_VENV` | [`aws::Moto::from_env`] | none: panics |
 //!
 //! No helper lets a test pass by skipping its work: when the Engine, an image or the registry is
 //! missing, the helper panics with a message that says how to get it.
@@ -32,6 +35,7 @@
 //! The Docker client crate is re-exported as [`bollard`]: tests and benchmarks outside
 //! `berth-docker` reach the Engine's API through it, so no other crate of berth depends on bollard.
 
+pub mod aws;
 pub mod berth_run;
 pub mod contract;
 pub mod engine_proxy;
