@@ -196,6 +196,9 @@ pub struct Args {
     pub roles: crate::task_roles::TaskRoleArgs,
 
     #[command(flatten)]
+    pub aws: crate::aws_access::AwsArgs,
+
+    #[command(flatten)]
     pub registry: crate::registry_auth::RegistryAuthArgs,
 
     #[command(flatten)]
@@ -309,6 +312,11 @@ struct Agent {
     /// Whether the credentials endpoint serves task roles, and whether it was on at all (set
     /// before any task starts).
     credentials: std::sync::OnceLock<(bool, bool)>,
+    /// berth's AWS access (`--aws`), when it has it.
+    aws: Option<crate::aws_access::AwsServices>,
+    /// Where task and execution role credentials come from (STS with AWS access, else
+    /// `--task-role-dir`), when anywhere.
+    roles: Option<Arc<dyn berth_engine::roles::RoleSource>>,
     /// Every task the agent spawns (each task's report fan-out, its actor and its cleanup) goes
     /// through this tracker, so shutdown can close it and wait for them.
     tracker: TaskTracker,
@@ -662,6 +670,12 @@ impl Agent {
             identity: self.identity.clone(),
             container_metadata: self.container_metadata.clone(),
             credentials,
+            awslogs: berth_engine::awslogs::Settings {
+                credentials_served: credentials,
+                endpoint: self.aws.as_ref().and_then(|a| a.logs_endpoint()),
+            },
+            roles: self.roles.clone(),
+            remote: self.aws.as_ref().map(|a| a.remote.clone()),
             images: Some(berth_engine::image_use::ImageTracking {
                 leases: self.image_gc.leases().clone(),
                 records: self.store.clone(),
@@ -1003,7 +1017,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         Err(LockError::Other(e)) => return Err(e),
     };
     let cleanup_wait = args.cleanup_wait()?;
-    let log_policy = args.logs.policy()?;
+    let aws = args.aws.load().await?;
+    let log_policy = args.logs.policy_with_aws(aws.is_some())?;
     let secrets = args.secrets.provider()?;
     let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
@@ -1093,6 +1108,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         directory: Arc::new(berth_api::metadata::TaskDirectory::new()),
         metadata: std::sync::OnceLock::new(),
         credentials: std::sync::OnceLock::new(),
+        roles: crate::task_roles::role_source(aws.as_ref().map(|a| a.roles.clone()), &args.roles),
+        aws,
         image_gc,
         engine_health: Arc::new(berth_engine::engine_health::EngineHealth::new(
             args.engine_unhealthy_after,
@@ -1146,14 +1163,13 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     // The metadata endpoint (and /metrics) listen before any task starts, so every container
     // created from now on is given its address.
     let _metadata_server = start_metadata(&agent, &args).await?;
-    // The credentials endpoint too (its address on lo, removed when this function returns); the
-    // lead plugs in an AWS source.
+    // The credentials endpoint too (its address on lo, removed when this function returns).
     let credentials = args
         .roles
         .serve(
             agent.rt.clone(),
             agent.directory.clone(),
-            crate::task_roles::role_source(None, &args.roles),
+            agent.roles.clone(),
             berth_api::metadata::TaskInfo {
                 identity: agent.identity.clone(),
                 ..berth_api::metadata::TaskInfo::default()

@@ -85,6 +85,9 @@ pub struct Args {
     pub roles: crate::task_roles::TaskRoleArgs,
 
     #[command(flatten)]
+    pub aws: crate::aws_access::AwsArgs,
+
+    #[command(flatten)]
     pub logs: crate::log_policy::LogArgs,
 
     #[command(flatten)]
@@ -310,7 +313,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Checked before anything runs: malformed engine auth data is a configuration error.
     let secrets = args.secrets.provider()?;
     let auth = args.registry.chain_with_secrets(secrets.clone())?;
-    let policy = args.logs.policy()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // berth's AWS access decides which log drivers a definition may keep (awslogs).
+    let aws = runtime.block_on(args.aws.load())?;
+    let policy = args.logs.policy_with_aws(aws.is_some())?;
     let mut parsed = match crate::input::load(file, &policy) {
         Ok(parsed) => parsed,
         Err(code) => return Ok(code),
@@ -318,11 +327,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     args.tags.apply(&mut parsed.definition)?;
     // A bad ECS_CONTAINER_INSTANCE_TAGS stops the run before anything starts.
     args.metadata.instance_tags.resolve()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(run_async(args, parsed.definition, auth, secrets))
+    runtime.block_on(run_async(
+        args,
+        parsed.definition,
+        auth,
+        secrets,
+        Resolved { aws, policy },
+    ))
+}
+
+/// What `run` resolved before the definition was read.
+struct Resolved {
+    aws: Option<crate::aws_access::AwsServices>,
+    policy: berth_model::logging::LogPolicy,
 }
 
 async fn run_async(
@@ -330,7 +347,9 @@ async fn run_async(
     definition: berth_model::TaskDefinition,
     auth: berth_docker::AuthChain,
     secrets: Arc<dyn berth_engine::secrets::SecretProvider>,
+    resolved: Resolved,
 ) -> anyhow::Result<ExitCode> {
+    let Resolved { aws, policy } = resolved;
     let docker = match berth_docker::connect(args.docker_host.as_deref()).await {
         Ok(d) => d,
         Err(e) => {
@@ -348,7 +367,7 @@ async fn run_async(
         ),
     );
     // The policy was checked before the definition was read; here only compared with the Engine.
-    crate::log_policy::warn_missing(&rt, &args.logs.policy()?).await;
+    crate::log_policy::warn_missing(&rt, &policy).await;
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     crate::datadir::prepare(&data_dir)?;
     // Absolute, so the containers' berth.data-dir label names it unambiguously.
@@ -375,7 +394,9 @@ async fn run_async(
     let (report_tx, mut report_rx) = mpsc::unbounded_channel::<Report>();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(8);
     let (snap_tx, snap_rx) = watch::channel(state.clone());
-    // The credentials endpoint, for a task that names a role (the lead plugs in an AWS source).
+    // Task and execution roles: STS when berth has AWS access, else the local directory.
+    let roles = crate::task_roles::role_source(aws.as_ref().map(|a| a.roles.clone()), &args.roles);
+    // The credentials endpoint, for a task that names a role.
     let credentials = if state.definition.task_role_arn.is_some()
         || state.definition.execution_role_arn.is_some()
     {
@@ -386,13 +407,7 @@ async fn run_async(
             ..berth_api::metadata::TaskInfo::default()
         };
         args.roles
-            .serve(
-                rt.clone(),
-                directory,
-                crate::task_roles::role_source(None, &args.roles),
-                task,
-                &data_dir,
-            )
+            .serve(rt.clone(), directory, roles.clone(), task, &data_dir)
             .await?
     } else {
         None
@@ -424,6 +439,12 @@ async fn run_async(
         identity: identity.clone(),
         container_metadata: args.container_metadata.settings(),
         credentials: credentials.is_some(),
+        awslogs: berth_engine::awslogs::Settings {
+            credentials_served: credentials.is_some(),
+            endpoint: aws.as_ref().and_then(|a| a.logs_endpoint()),
+        },
+        roles,
+        remote: aws.as_ref().map(|a| a.remote.clone()),
         ..RunConfig::new(data_dir.clone())
     };
     let out = args.output;
@@ -434,6 +455,17 @@ async fn run_async(
             state.definition.revision,
             state.containers.len()
         );
+        // Which source serves each role, secret, environment file, ECR image and awslogs driver.
+        for line in crate::aws_access::sources(
+            &state.definition,
+            &*config.secrets,
+            config.environment_files_dir.as_deref(),
+            aws.as_ref(),
+            config.roles.as_ref(),
+            credentials.is_some(),
+        ) {
+            eprintln!("berth: {line}");
+        }
     }
     let printer = tokio::spawn(async move {
         let mut printer = output::Printer::new(out);

@@ -55,6 +55,11 @@ pub struct Args {
     /// Which source would serve the definition's taskRoleArn (said on standard error).
     #[command(flatten)]
     pub roles: crate::task_roles::TaskRoleArgs,
+
+    /// With AWS access, which of the definition's roles, secrets, environment files, ECR images
+    /// and awslogs containers AWS would serve (said on standard error; nothing is fetched).
+    #[command(flatten)]
+    pub aws: crate::aws_access::AwsArgs,
 }
 
 /// `--graph` formats.
@@ -79,7 +84,12 @@ impl From<GraphArg> for GraphFormat {
 
 /// Runs `berth validate`; the exit code says valid (0), invalid (65) or unreadable (66).
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let policy = args.logs.policy()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let aws = runtime.block_on(args.aws.load())?;
+    let policy = args.logs.policy_with_aws(aws.is_some())?;
     let parsed = match crate::input::load(&args.file, &policy) {
         Ok(parsed) => parsed,
         Err(code) => return Ok(code),
@@ -88,12 +98,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("the task would stop before any container is created: {reason}");
         return Ok(ExitCode::from(65));
     }
+    let roles = crate::task_roles::role_source(aws.as_ref().map(|a| a.roles.clone()), &args.roles);
     if let Some(role) = &parsed.definition.task_role_arn {
-        let source = crate::task_roles::role_source(None, &args.roles);
         eprintln!(
             "note: taskRoleArn {role}: {}",
-            args.roles.describe_for(source.as_ref())
+            args.roles.describe_for(roles.as_ref())
         );
+    }
+    for line in crate::aws_access::sources(
+        &parsed.definition,
+        &*args.secrets.provider()?,
+        args.secrets.environment_files_dir.as_deref(),
+        aws.as_ref(),
+        roles.as_ref(),
+        args.roles.endpoint()?.is_some(),
+    ) {
+        eprintln!("note: {line}");
     }
     let output = match args.graph {
         Some(format) => {

@@ -30,7 +30,7 @@ pub struct LogArgs {
     /// (`["json-file","syslog"]`) or names separated by commas. A container whose driver is not
     /// listed logs to --log-driver-fallback instead, without its options, with a warning.
     /// Environment: BERTH_AVAILABLE_LOG_DRIVERS, or ECS's ECS_AVAILABLE_LOGGING_DRIVERS.
-    /// Default: ["json-file","local","none"].
+    /// Default: ["json-file","local","none"], and "awslogs" when berth has AWS access (--aws).
     #[arg(
         long,
         value_name = "LIST",
@@ -55,6 +55,9 @@ pub struct LogArgs {
     )]
     pub log_driver_fallback: Option<String>,
 }
+
+/// The driver berth adds to the defaults when it has AWS access.
+const AWSLOGS: &str = "awslogs";
 
 /// ECS's name for the available drivers (BERTH_AVAILABLE_LOG_DRIVERS is clap's).
 const ECS_AVAILABLE: &str = "ECS_AVAILABLE_LOGGING_DRIVERS";
@@ -84,12 +87,29 @@ impl LogArgs {
 
     /// The policy these options give.
     pub fn policy(&self) -> anyhow::Result<LogPolicy> {
+        self.policy_with_aws(false)
+    }
+
+    /// The policy these options give on a host where berth has AWS access (`aws`): unless the
+    /// drivers are declared (flag, variable, file, ECS_AVAILABLE_LOGGING_DRIVERS), the defaults
+    /// and `awslogs`, which the Engine then runs with the task's execution role, as on ECS.
+    pub fn policy_with_aws(&self, aws: bool) -> anyhow::Result<LogPolicy> {
         let fallback = self
             .log_driver_fallback
             .as_deref()
             .unwrap_or(logging::DEFAULT_FALLBACK);
-        LogPolicy::new(self.available()?, fallback)
+        let mut available = self.available()?;
+        if aws && !self.declared() && !available.iter().any(|d| d == AWSLOGS) {
+            available.push(AWSLOGS.to_string());
+        }
+        LogPolicy::new(available, fallback)
             .map_err(|e| anyhow!("--log-driver-fallback / --available-log-drivers: {e}"))
+    }
+
+    /// Whether the operator declared the available drivers (else berth's defaults apply).
+    fn declared(&self) -> bool {
+        self.available_log_drivers.is_some()
+            || std::env::var(ECS_AVAILABLE).is_ok_and(|v| !v.trim().is_empty())
     }
 }
 

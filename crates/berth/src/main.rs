@@ -2,6 +2,7 @@
 //! `anyhow`; every subcommand lives in its own module and returns the process exit code.
 
 mod agent;
+mod aws_access;
 mod client;
 #[cfg(feature = "cluster")]
 mod cmd_cluster;

@@ -167,6 +167,22 @@ fn only_berth_cluster_knows_etcd() {
 }
 
 #[test]
+fn only_berth_aws_talks_to_aws() {
+    let mut broken = Vec::new();
+    for (dependency, path) in [
+        ("aws-config", "aws_config"),
+        ("aws-sdk-sts", "aws_sdk_sts"),
+        ("aws-sdk-ssm", "aws_sdk_ssm"),
+        ("aws-sdk-secretsmanager", "aws_sdk_secretsmanager"),
+        ("aws-sdk-ecr", "aws_sdk_ecr"),
+        ("aws-sdk-s3", "aws_sdk_s3"),
+    ] {
+        broken.extend(only(&["berth-aws"], dependency, path));
+    }
+    check("only berth-aws talks to AWS (the AWS SDK for Rust)", broken);
+}
+
+#[test]
 fn anyhow_only_in_the_binary() {
     check(
         "anyhow only in the berth binary; library crates have thiserror enums",
@@ -321,6 +337,7 @@ fn the_rules_see_what_they_claim_to() {
     assert!(!uses(&c["berth-docker"].join("src"), &["bollard::"]).is_empty());
     assert!(!uses(&c["berth-store"].join("src"), &["redb::"]).is_empty());
     assert!(!uses(&c["berth-cluster"].join("src"), &["etcd_client::"]).is_empty());
+    assert!(!uses(&c["berth-aws"].join("src"), &["aws_sdk_sts::"]).is_empty());
     assert!(!uses(&c["berth-fs"].join("src"), &["rustix::mount", "unlinkat"]).is_empty());
     assert!(deps(&manifest(&c["berth"]), "dependencies").contains(&"anyhow".to_owned()));
     // A comment is not code; code before a comment is.

@@ -153,7 +153,13 @@ fn the_agent_serves_each_tasks_role_to_its_own_containers_only() {
     let mut agent = Agent::start_launch(
         "1h",
         Launch::default(),
-        &["--task-role-dir", roles.to_str().expect("utf-8")],
+        // The agent's keys are in its environment, but it is told to use the local sources.
+        &[
+            "--aws",
+            "off",
+            "--task-role-dir",
+            roles.to_str().expect("utf-8"),
+        ],
         &[
             ("AWS_SECRET_ACCESS_KEY", AGENT_SECRET),
             ("AWS_ACCESS_KEY_ID", AGENT_KEY),
@@ -291,7 +297,13 @@ fn berth_run_serves_its_tasks_role_and_removes_the_address_at_exit() {
     .prefer_cached()
     .data_dir(dir.path().join("data"))
     .env("AWS_SECRET_ACCESS_KEY", AGENT_SECRET)
-    .args(["--keep", "--task-role-dir", roles.to_str().expect("utf-8")])
+    .args([
+        "--keep",
+        "--aws",
+        "off",
+        "--task-role-dir",
+        roles.to_str().expect("utf-8"),
+    ])
     .output();
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(
@@ -416,7 +428,12 @@ fn botocore_in_a_container_gets_the_task_role_from_the_endpoint() {
         .data_dir(root.join("data"))
         .env("AWS_SECRET_ACCESS_KEY", AGENT_SECRET)
         .env("AWS_ACCESS_KEY_ID", AGENT_KEY)
-        .args(["--task-role-dir", roles.to_str().expect("utf-8")])
+        .args([
+            "--aws",
+            "off",
+            "--task-role-dir",
+            roles.to_str().expect("utf-8"),
+        ])
         .output();
     let error = std::fs::read_to_string(out.join("error.txt")).unwrap_or_default();
     assert_eq!(
