@@ -22,11 +22,17 @@ pub struct Host<'a> {
     pub roles: Option<&'a str>,
     /// Whether the credentials endpoint is served (for `awslogs`' execution role).
     pub endpoint: bool,
+    /// What serves a `taskRoleArn` here (the endpoint's address and the role source, or why
+    /// nothing does), as the binary words it.
+    pub task_role: &'a str,
 }
 
 /// One line per thing the definition asks of AWS (none for a definition that asks nothing).
 pub fn describe(def: &TaskDefinition, host: &Host<'_>) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(role) = &def.task_role_arn {
+        out.push(format!("taskRoleArn {role}: {}", host.task_role));
+    }
     if let Some(role) = &def.execution_role_arn {
         out.push(match (host.aws, host.roles) {
             (Some(_), Some(roles)) => format!(
@@ -169,6 +175,7 @@ mod tests {
             aws: Some("AWS (us-east-1)"),
             roles: Some("STS at http://sts"),
             endpoint: true,
+            task_role: "served",
         };
         let with = describe(&def(), &host);
         assert_eq!(

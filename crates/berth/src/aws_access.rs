@@ -16,10 +16,15 @@ use berth_engine::roles::RoleSource;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long `--aws auto` looks for credentials (instance metadata that never answers on a host
+/// outside EC2 would otherwise hold every start for the SDK's retries).
+const AUTO_PROBE_BOUND: Duration = Duration::from_secs(3);
+
 /// When berth uses AWS.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AwsMode {
-    /// When the AWS SDK's default chain finds credentials (asked once at start).
+    /// When the AWS SDK's default chain finds credentials and a region (asked once at start,
+    /// for at most 3 s).
     #[default]
     Auto,
     /// Always: berth refuses to start when the chain finds no credentials.
@@ -100,8 +105,28 @@ impl AwsArgs {
         if self.aws == AwsMode::Off {
             return Ok(None);
         }
-        let access = AwsAccess::load(self.settings()?).await;
-        match access.has_credentials().await {
+        let settings = self.settings()?;
+        let probe = async {
+            let access = AwsAccess::load(settings).await;
+            let found = access.has_credentials().await;
+            (access, found)
+        };
+        // `auto` on a host without AWS must not wait for instance metadata that never answers.
+        let (access, found) = if self.aws == AwsMode::Auto {
+            match tokio::time::timeout(AUTO_PROBE_BOUND, probe).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    tracing::debug!(
+                        "no AWS access (--aws auto): the default chain found no credentials within {} s",
+                        AUTO_PROBE_BOUND.as_secs()
+                    );
+                    return Ok(None);
+                }
+            }
+        } else {
+            probe.await
+        };
+        match found {
             Ok(()) => {}
             Err(why) if self.aws == AwsMode::Auto => {
                 tracing::debug!(%why, "no AWS access (--aws auto): the local sources only");
@@ -136,8 +161,10 @@ pub fn sources(
     s3_dir: Option<&std::path::Path>,
     aws: Option<&AwsServices>,
     roles: Option<&Arc<dyn RoleSource>>,
-    endpoint: bool,
+    role_args: &crate::task_roles::TaskRoleArgs,
 ) -> Vec<String> {
+    let endpoint = matches!(role_args.endpoint(), Ok(Some(_)));
+    let task_role = role_args.describe_for(roles);
     let aws = aws.map(|a| a.access.describe());
     let roles = roles.map(|r| r.describe());
     berth_engine::sources::describe(
@@ -148,6 +175,7 @@ pub fn sources(
             aws: aws.as_deref(),
             roles: roles.as_deref(),
             endpoint,
+            task_role: &task_role,
         },
     )
 }

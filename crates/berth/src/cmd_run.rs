@@ -455,17 +455,18 @@ async fn run_async(
             state.definition.revision,
             state.containers.len()
         );
-        // Which source serves each role, secret, environment file, ECR image and awslogs driver.
-        for line in crate::aws_access::sources(
-            &state.definition,
-            &*config.secrets,
-            config.environment_files_dir.as_deref(),
-            aws.as_ref(),
-            config.roles.as_ref(),
-            credentials.is_some(),
-        ) {
-            eprintln!("berth: {line}");
-        }
+    }
+    // Which source serves each role, secret, environment file, ECR image and awslogs driver (on
+    // standard error, so also beside JSON output).
+    for line in crate::aws_access::sources(
+        &state.definition,
+        &*config.secrets,
+        config.environment_files_dir.as_deref(),
+        aws.as_ref(),
+        config.roles.as_ref(),
+        &args.roles,
+    ) {
+        eprintln!("berth: {line}");
     }
     let printer = tokio::spawn(async move {
         let mut printer = output::Printer::new(out);

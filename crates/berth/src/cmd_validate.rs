@@ -99,19 +99,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(65));
     }
     let roles = crate::task_roles::role_source(aws.as_ref().map(|a| a.roles.clone()), &args.roles);
-    if let Some(role) = &parsed.definition.task_role_arn {
-        eprintln!(
-            "note: taskRoleArn {role}: {}",
-            args.roles.describe_for(roles.as_ref())
-        );
-    }
     for line in crate::aws_access::sources(
         &parsed.definition,
         &*args.secrets.provider()?,
         args.secrets.environment_files_dir.as_deref(),
         aws.as_ref(),
         roles.as_ref(),
-        args.roles.endpoint()?.is_some(),
+        &args.roles,
     ) {
         eprintln!("note: {line}");
     }

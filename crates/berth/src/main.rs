@@ -114,15 +114,36 @@ impl Command {
 /// with their secret values: kept at `info` unless `BERTH_LOG` names them itself.
 const BODY_LOGGING_CRATES: &[&str] = &["bollard", "hyper", "hyper_util"];
 
+/// The AWS SDK's crates: their warnings are the default chain's probes (no profile, no instance
+/// metadata on a host without AWS) and their debug logs carry AWS's answers (secret values): kept
+/// at `error` unless `BERTH_LOG` names them itself. berth reports every AWS failure itself, with
+/// the service, endpoint and AWS's words.
+const AWS_SDK_CRATES: &[&str] = &[
+    "aws_config",
+    "aws_runtime",
+    "aws_sigv4",
+    "aws_smithy_runtime",
+    "aws_smithy_http_client",
+    "aws_sdk_sts",
+    "aws_sdk_ssm",
+    "aws_sdk_secretsmanager",
+    "aws_sdk_s3",
+    "aws_sdk_ecr",
+];
+
 fn init_logging(json: bool, default_level: &str) {
     let spec = std::env::var("BERTH_LOG").unwrap_or_default();
     let mut filter = tracing_subscriber::EnvFilter::try_new(&spec)
         .ok()
         .filter(|_| !spec.is_empty())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
-    for krate in BODY_LOGGING_CRATES {
+    let capped = BODY_LOGGING_CRATES
+        .iter()
+        .map(|k| (k, "info"))
+        .chain(AWS_SDK_CRATES.iter().map(|k| (k, "error")));
+    for (krate, level) in capped {
         if !spec.contains(krate)
-            && let Ok(directive) = format!("{krate}=info").parse()
+            && let Ok(directive) = format!("{krate}={level}").parse()
         {
             filter = filter.add_directive(directive);
         }

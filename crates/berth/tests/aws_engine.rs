@@ -2,8 +2,8 @@
 //! started by scripts/test), observed by AWS's own clients inside the task containers (botocore,
 //! boto3 and the AWS CLI from the test virtualenv, run on the host's Debian Python through
 //! read-only bind mounts):
-//! - a bridge, a host and an awsvpc task of `berth run --aws on`, and a bridge task of `berth
-//!   agent --aws on`, get their task role through botocore's container provider
+//! - a bridge, a host and an awsvpc task of `berth run --aws on`, and of `berth agent --aws on`,
+//!   get their task role through botocore's container provider
 //!   (`container-role`), and `sts get-caller-identity` names the assumed role with the session
 //!   berth gave it; the host's keys are in no container;
 //! - role credentials are renewed before they expire (a short duration);
@@ -32,17 +32,37 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The Docker bridge's gateway: the host's address bridge (and berth's awsvpc) containers reach.
+/// Docker's IPAM record names it only when it was given; else it is the bridge device's address.
 fn bridge_gateway() -> IpAddr {
-    let out = docker_cli(&[
+    let given = docker_cli(&[
         "network",
         "inspect",
         "bridge",
         "--format",
-        "{{(index .IPAM.Config 0).Gateway}}",
+        "{{range .IPAM.Config}}{{.Gateway}}{{end}}",
     ]);
-    out.trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("bridge gateway {out:?}: {e}"))
+    if let Ok(ip) = given.trim().parse() {
+        return ip;
+    }
+    let device = docker_cli(&[
+        "network",
+        "inspect",
+        "bridge",
+        "--format",
+        "{{index .Options \"com.docker.network.bridge.name\"}}",
+    ]);
+    let device = device.trim();
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "dev", device])
+        .output()
+        .expect("ip runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no IPv4 address on the bridge device {device:?}: {text}"))
 }
 
 /// moto, reachable from containers: a proxy on the bridge's gateway.
@@ -139,6 +159,8 @@ fn probe_task(
     c["environment"] = json!([
         {"name": "AWS_ENDPOINT_URL", "value": endpoint},
         {"name": "AWS_REGION", "value": REGION},
+        // botocore 1.44 reads AWS_DEFAULT_REGION only.
+        {"name": "AWS_DEFAULT_REGION", "value": REGION},
         {"name": "AWS_EC2_METADATA_DISABLED", "value": "true"},
     ]);
     json!({
@@ -251,14 +273,12 @@ fn sdk_clients_in_bridge_host_and_awsvpc_tasks_of_berth_run_assume_the_task_role
 }
 
 #[test]
-fn the_agent_serves_an_assumed_task_role_to_a_bridge_task() {
+fn the_agent_serves_assumed_task_roles_to_bridge_host_and_awsvpc_tasks() {
     let aws = Aws::new();
     let role = unique_name("berth-agent-app-");
     aws.moto.create_role(&role);
     let dir = tempfile::tempdir().expect("tmp");
     let (_root, out) = setup(dir.path());
-    let family = unique_name("berth-aws-agent-");
-    let _guard = FamilyGuard(family.clone());
     let _lock = endpoint_lock();
     let env: Vec<(String, String)> = aws.moto.berth_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -268,26 +288,37 @@ fn the_agent_serves_an_assumed_task_role_to_a_bridge_task() {
         &["--aws", "on", "--account-id", ACCOUNT],
         &env,
     );
-    let def = probe_task(
-        &family,
-        "bridge",
-        &role,
-        aws.moto.venv(),
-        &out,
-        &aws.endpoint_for("bridge"),
-    );
-    let id = agent.submit(&def);
-    let t = Instant::now();
-    while !agent.logs(&id, "app").contains("probed") {
-        assert!(
-            t.elapsed() < Duration::from_secs(120),
-            "no answer: {}",
-            agent.log()
+    let mut tasks = Vec::new();
+    for mode in ["bridge", "host", "awsvpc"] {
+        let family = unique_name(&format!("berth-aws-agent-{mode}-"));
+        let def = probe_task(
+            &family,
+            mode,
+            &role,
+            aws.moto.venv(),
+            &out,
+            &aws.endpoint_for(mode),
         );
-        std::thread::sleep(Duration::from_millis(300));
+        tasks.push((mode, agent.submit(&def), FamilyGuard(family)));
     }
-    assert_assumed(&out, "bridge", &role, &family, &agent.log());
-    assert_no_host_keys(&family);
+    for (mode, id, family) in &tasks {
+        let t = Instant::now();
+        while !agent.logs(id, "app").contains("probed") {
+            assert!(
+                t.elapsed() < Duration::from_secs(120),
+                "{mode}: no answer: {}",
+                agent.log()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        assert_assumed(&out, mode, &role, &family.0, &agent.log());
+        assert_no_host_keys(&family.0);
+    }
+    let log = agent.log();
+    assert!(
+        !log.contains(HOST_SECRET_ACCESS_KEY),
+        "the host's secret key is in the agent's log"
+    );
 }
 
 #[test]
