@@ -1366,6 +1366,9 @@ mod tests {
                 vec!["BERTH_CREDENTIALS_AUDIT_LOG"],
             ),
             ("task-role-dir", Value, vec!["BERTH_TASK_ROLE_DIR"]),
+            ("aws", Value, vec!["BERTH_AWS"]),
+            ("aws-timeout", Value, vec!["BERTH_AWS_TIMEOUT"]),
+            ("aws-role-duration", Value, vec!["BERTH_AWS_ROLE_DURATION"]),
             ("engine-auth-type", Value, vec!["ECS_ENGINE_AUTH_TYPE"]),
             ("engine-auth-data", Value, vec!["ECS_ENGINE_AUTH_DATA"]),
             ("docker-config", Value, vec!["BERTH_DOCKER_CONFIG"]),
@@ -1522,6 +1525,9 @@ mod tests {
             "credentials-endpoint",
             "credentials-audit-log",
             "task-role-dir",
+            "aws",
+            "aws-timeout",
+            "aws-role-duration",
             "engine-auth-type",
             "engine-auth-data",
             "docker-config",
@@ -1531,7 +1537,8 @@ mod tests {
             "host-public-ipv4-address",
         ];
         assert_eq!(taken(&["run"]), same(&run));
-        // validate says which source would serve a taskRoleArn, so it takes the role keys.
+        // validate says which source would serve a taskRoleArn and the definition's other AWS
+        // needs, so it takes the role and AWS keys.
         assert_eq!(
             taken(&["validate"]),
             same(&[
@@ -1539,7 +1546,10 @@ mod tests {
                 "log-driver-fallback",
                 "credentials-endpoint",
                 "credentials-audit-log",
-                "task-role-dir"
+                "task-role-dir",
+                "aws",
+                "aws-timeout",
+                "aws-role-duration"
             ])
         );
         assert_eq!(taken(&["gc"]), same(&["data-dir", "docker-host"]));
