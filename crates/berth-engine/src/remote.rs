@@ -71,8 +71,10 @@ pub trait RemoteAccess: Send + Sync + 'static {
 }
 
 /// Whether `host` is a private ECR registry, `<12 digits>.dkr.ecr[-fips].<region>.amazonaws.com`
-/// (or `.amazonaws.com.cn`); its region when it is.
+/// (or `.amazonaws.com.cn`); its region when it is. A `:port`, which ECR's own names never carry,
+/// is allowed (a name pointed at a registry of one's own, as berth's tests do).
 pub fn ecr_region(host: &str) -> Option<&str> {
+    let host = host.split_once(':').map_or(host, |(name, _)| name);
     let rest = host
         .strip_suffix(".amazonaws.com")
         .or_else(|| host.strip_suffix(".amazonaws.com.cn"))?;
@@ -103,6 +105,10 @@ mod tests {
         assert_eq!(
             ecr_region("123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com"),
             Some("us-gov-west-1")
+        );
+        assert_eq!(
+            ecr_region("123456789012.dkr.ecr.us-east-1.amazonaws.com:5000"),
+            Some("us-east-1")
         );
         for other in [
             "public.ecr.aws",
