@@ -256,6 +256,23 @@ impl AwsAccess {
 
     /// The SDK configuration for one call: in `region` when given (else berth's), signed with the
     /// role's credentials when given (else berth's own).
+    /// The account of berth's own credentials (STS `GetCallerIdentity`): what a role name
+    /// (`"taskRoleArn": "app"`) is completed with when the operator gives no account, as ECS
+    /// completes it with the instance's. Err: STS's words, with its endpoint.
+    pub async fn caller_account(&self) -> Result<String, String> {
+        let client = aws_sdk_sts::Client::new(&self.config_for(None, None));
+        let endpoint = self.endpoint("STS", "sts");
+        let answer = client
+            .get_caller_identity()
+            .send()
+            .await
+            .map_err(|e| format!("STS GetCallerIdentity at {endpoint}: {}", error_chain(&e)))?;
+        answer
+            .account()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("STS GetCallerIdentity at {endpoint} answered no Account"))
+    }
+
     pub(crate) fn config_for(
         &self,
         region: Option<&str>,

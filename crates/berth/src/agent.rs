@@ -1023,7 +1023,10 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let registry_auth = args.registry.chain_with_secrets(secrets.clone())?;
     let store = Arc::new(Store::open(&data_dir).context("opening the state store")?);
     crate::datadir::private_store(&data_dir, false)?;
-    let identity = args.identity.identity(&data_dir)?;
+    let mut identity = args.identity.identity(&data_dir)?;
+    if let Some(aws) = &aws {
+        aws.complete_account(&mut identity).await;
+    }
     #[cfg(feature = "cluster")]
     let node_config = args.node.config(&identity)?;
     #[cfg(feature = "cluster")]

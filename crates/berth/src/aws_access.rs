@@ -74,6 +74,27 @@ impl AwsServices {
     }
 }
 
+impl AwsServices {
+    /// The identity's account when the operator left it at berth's default (all zeros, no real
+    /// account): the account of berth's own credentials, so role names are completed as ECS
+    /// completes them. When STS cannot say, the default stays, with a warning naming the fix.
+    pub async fn complete_account(&self, identity: &mut berth_engine::Identity) {
+        if identity.account != berth_engine::identity::DEFAULT_ACCOUNT {
+            return;
+        }
+        match self.access.caller_account().await {
+            Ok(account) => {
+                tracing::info!(%account, "the account of berth's AWS credentials completes role names and ARNs (--account-id)");
+                identity.account = account;
+            }
+            Err(why) => tracing::warn!(
+                "{why}; role names are completed with account {}: give --account-id",
+                identity.account
+            ),
+        }
+    }
+}
+
 impl AwsArgs {
     fn settings(&self) -> anyhow::Result<AwsSettings> {
         if self.aws_timeout.is_zero() {

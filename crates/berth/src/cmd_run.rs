@@ -372,7 +372,10 @@ async fn run_async(
     crate::datadir::prepare(&data_dir)?;
     // Absolute, so the containers' berth.data-dir label names it unambiguously.
     let data_dir = data_dir.canonicalize().unwrap_or(data_dir);
-    let identity = args.metadata.identity.identity(&data_dir)?;
+    let mut identity = args.metadata.identity.identity(&data_dir)?;
+    if let Some(aws) = &aws {
+        aws.complete_account(&mut identity).await;
+    }
     // Shared: other runs may use this data directory too, but `berth gc` (exclusive) must not
     // remove this task's directory while it runs.
     let _lock = match crate::datadir::DataDirLock::acquire_shared(&data_dir) {
