@@ -233,7 +233,31 @@ impl EtcdCluster {
         EtcdCluster::start_with(prefix, size, true, extra)
     }
 
+    /// Starts a new cluster; when a member finds one of its ports taken (a port is free when
+    /// chosen, but another process of the test run may connect or listen from it before etcd
+    /// binds it), the whole cluster is dropped and started again on other ports, up to 3 times.
     fn start_with(prefix: &str, size: usize, tls: bool, extra: &[&str]) -> EtcdCluster {
+        let mut attempt = 1;
+        loop {
+            match EtcdCluster::try_start(prefix, size, tls, extra) {
+                Ok(cluster) => return cluster,
+                Err(why) if why.contains("address already in use") && attempt < 3 => {
+                    eprintln!(
+                        "etcd {prefix}: a chosen port was taken before etcd bound it; starting again on other ports"
+                    );
+                    attempt += 1;
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
+    }
+
+    fn try_start(
+        prefix: &str,
+        size: usize,
+        tls: bool,
+        extra: &[&str],
+    ) -> Result<EtcdCluster, String> {
         let found = Command::new("etcd")
             .arg("--version")
             .stdout(Stdio::null())
@@ -279,8 +303,9 @@ impl EtcdCluster {
         for i in 0..size {
             cluster.spawn(i, "new");
         }
-        cluster.wait_healthy(Duration::from_secs(20));
-        cluster
+        // On Err the cluster is dropped: its members killed, its directory removed.
+        cluster.try_wait_healthy(Duration::from_secs(20))?;
+        Ok(cluster)
     }
 
     fn initial_cluster(&self) -> String {
@@ -347,23 +372,31 @@ impl EtcdCluster {
     }
 
     fn wait_healthy(&mut self, limit: Duration) {
+        if let Err(why) = self.try_wait_healthy(limit) {
+            panic!("{why}");
+        }
+    }
+
+    /// Waits until every live member is healthy; Err: a member exited (its log's tail) or the
+    /// time ran out (every member's tail).
+    fn try_wait_healthy(&mut self, limit: Duration) -> Result<(), String> {
         let deadline = Instant::now() + limit;
         loop {
             let live: Vec<usize> = (0..self.members.len())
                 .filter(|&i| self.members[i].child.is_some())
                 .collect();
             if live.iter().all(|&i| healthy(self.members[i].metrics_port)) {
-                return;
+                return Ok(());
             }
             for &i in &live {
                 if let Some(Ok(Some(status))) = self.members[i].child.as_mut().map(Child::try_wait)
                 {
-                    panic!(
+                    return Err(format!(
                         "etcd {} exited ({status}); log {}:\n{}",
                         self.members[i].name,
                         self.log(i).display(),
                         self.tail(i)
-                    );
+                    ));
                 }
             }
             if Instant::now() > deadline {
@@ -371,7 +404,10 @@ impl EtcdCluster {
                     .iter()
                     .map(|&i| format!("--- {}:\n{}", self.members[i].name, self.tail(i)))
                     .collect();
-                panic!("etcd not healthy within {limit:?}:\n{}", logs.join("\n"));
+                return Err(format!(
+                    "etcd not healthy within {limit:?}:\n{}",
+                    logs.join("\n")
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
