@@ -154,7 +154,7 @@ impl AwsArgs {
                 return Ok(None);
             }
             Err(why) => anyhow::bail!(
-                "--aws on: berth has no AWS credentials: {why}; configure them as for the AWS CLI (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance metadata), or give --aws off"
+                "--aws on: {why}; configure them as for the AWS CLI (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance metadata), or give --aws off"
             ),
         }
         if access.region().is_none() {
