@@ -3,7 +3,7 @@
 //! boto3 and the AWS CLI from the test virtualenv, run on the host's Debian Python through
 //! read-only bind mounts):
 //! - a bridge, a host and an awsvpc task of `berth run --aws on`, and of `berth agent --aws on`,
-//!   get their task role through botocore's container provider
+//!   and of a cluster node, get their task role through botocore's container provider
 //!   (`container-role`), and `sts get-caller-identity` names the assumed role with the session
 //!   berth gave it (a role name completed with the account of berth's credentials); the host's
 //!   keys are in no container;
@@ -322,6 +322,63 @@ fn the_agent_serves_assumed_task_roles_to_bridge_host_and_awsvpc_tasks() {
         !log.contains(HOST_SECRET_ACCESS_KEY),
         "the host's secret key is in the agent's log"
     );
+}
+
+/// A cluster node (`berth agent --etcd … --node …`, placed by a controller) serves its task the
+/// role as a standalone agent does.
+#[test]
+fn a_cluster_nodes_task_gets_its_assumed_task_role() {
+    use common::cluster::{Fleet, NodeOpts, submit};
+    let aws = Aws::new();
+    let role = unique_name("berth-node-app-");
+    aws.moto.create_role(&role);
+    let dir = tempfile::tempdir().expect("tmp");
+    let (_root, out) = setup(dir.path());
+    let _lock = endpoint_lock();
+    let mut fleet = Fleet::start("aws-node");
+    fleet.controller("c1");
+    let mut launch = Launch::default();
+    launch.env.extend(aws.moto.berth_env());
+    // The probe binds the host's /usr and the virtualenv: a node refuses that unless its policy
+    // lets tasks bind host paths.
+    launch
+        .args
+        .extend(["--aws", "on", "--task-policy", "permissive"].map(str::to_string));
+    fleet.node(
+        "n1",
+        NodeOpts {
+            launch,
+            ..NodeOpts::default()
+        },
+    );
+    let family = unique_name("berth-aws-node-");
+    let _guard = FamilyGuard(family.clone());
+    let def = probe_task(
+        &family,
+        "bridge",
+        &role,
+        aws.moto.venv(),
+        &out,
+        &aws.endpoint_for("bridge"),
+    );
+    let file = fleet.definition_file(&def);
+    submit(&fleet.endpoints(), &file, 1);
+    let probed = || {
+        family_containers(&family)
+            .iter()
+            .any(|id| docker_cli(&["logs", id]).contains("probed"))
+    };
+    let t = Instant::now();
+    while !probed() {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the node's task never probed: {}",
+            fleet.agent("n1").log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_assumed(&out, "bridge", &role, &family, &fleet.agent("n1").log());
+    assert_no_host_keys(&family);
 }
 
 #[test]
