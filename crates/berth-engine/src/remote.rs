@@ -88,6 +88,13 @@ pub fn ecr_region(host: &str) -> Option<&str> {
     (!region.is_empty() && !region.contains('.')).then_some(region)
 }
 
+/// The registry of `image` when it is a private ECR registry (the actor logs in to it through
+/// [`RemoteAccess::ecr_login`]; `berth validate` says so), else None.
+pub fn ecr_registry(image: &str) -> Option<String> {
+    let image = crate::image_ref::ImageRef::parse(image).ok()?;
+    ecr_region(image.domain()).map(|_| image.domain().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! actor's (local sources first, then AWS; see `actor::access`), so what is said is what happens.
 //! Pure apart from asking the local secret provider and whether a file exists; never a value.
 
-use crate::remote::ecr_region;
+use crate::remote::ecr_registry;
 use crate::secrets::{LookupError, SecretProvider};
 use berth_model::TaskDefinition;
 use berth_model::secret::{EnvironmentFileLocation, SecretReference};
@@ -97,10 +97,7 @@ pub fn describe(def: &TaskDefinition, host: &Host<'_>) -> Vec<String> {
                 f.value, c.name
             ));
         }
-        if let Ok(image) = crate::image_ref::ImageRef::parse(&c.image)
-            && ecr_region(image.domain()).is_some()
-            && c.repository_credentials.is_none()
-        {
+        if ecr_registry(&c.image).is_some() && c.repository_credentials.is_none() {
             out.push(format!(
                 "image {} of container {}: {}",
                 c.image,

@@ -19,7 +19,7 @@
 use super::RunConfig;
 use crate::auth::{AuthError, RegistryAuth, RegistryAuthResolver, login_from_secret};
 use crate::image_ref::ImageRef;
-use crate::remote::{RemoteAccess, ecr_region};
+use crate::remote::{RemoteAccess, ecr_registry};
 use crate::roles::{RoleCredentials, RoleRequest, session_name};
 use crate::secrets::{
     LookupError, S3Objects, SECRETS_REASON, SecretProvider, SecretValue, needs_values,
@@ -127,11 +127,10 @@ fn needs(state: &TaskState, config: &RunConfig) -> Needs {
                 }
             }
         }
-        if let Ok(image) = ImageRef::parse(&def.image) {
-            let host = image.domain().to_string();
-            if ecr_region(&host).is_some() && !n.registries.contains(&host) {
-                n.registries.push(host);
-            }
+        if let Some(host) = ecr_registry(&def.image)
+            && !n.registries.contains(&host)
+        {
+            n.registries.push(host);
         }
     }
     n
