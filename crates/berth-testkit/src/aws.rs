@@ -138,6 +138,19 @@ impl Moto {
         .collect()
     }
 
+    /// `run` with berth's AWS pointed at this server, as [`apply`](Self::apply) does for a
+    /// command: [`REMOVED_ENV`] removed, [`berth_env`](Self::berth_env) set (a later `env` on
+    /// the run still wins).
+    pub fn configure(&self, mut run: crate::berth_run::BerthRun) -> crate::berth_run::BerthRun {
+        for name in REMOVED_ENV {
+            run = run.env_remove(name);
+        }
+        for (k, v) in self.berth_env() {
+            run = run.env(k, v);
+        }
+        run
+    }
+
     /// Sets [`berth_env`](Self::berth_env) on a command and removes [`REMOVED_ENV`].
     pub fn apply<'c>(&self, command: &'c mut Command) -> &'c mut Command {
         for name in REMOVED_ENV {

@@ -136,16 +136,11 @@ fn run(moto: &Moto, dir: &Path, image: &str, role: &str, aws: &str) -> (RunOutpu
     c["image"] = json!(image);
     let def = json!({"family": family, "executionRoleArn": role, "containerDefinitions": [c]});
     std::fs::create_dir_all(dir).expect("mkdir");
-    let mut run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), dir.join("task.json"), &def)
+    let run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), dir.join("task.json"), &def)
         .data_dir(dir.join("data"));
-    for name in berth_testkit::aws::REMOVED_ENV {
-        run = run.env_remove(name);
-    }
-    for (k, v) in moto.berth_env() {
-        run = run.env(k, v);
-    }
     // No Docker client logins: the only login is ECR's.
-    let out = run
+    let out = moto
+        .configure(run)
         .env("DOCKER_CONFIG", dir.join("no-docker-config"))
         .args(["--aws", aws, "--account-id", ACCOUNT, "--keep"])
         .output();

@@ -90,16 +90,14 @@ impl Aws {
 
     /// `berth run` of `def` with berth's AWS access pointed at moto.
     fn run(&self, dir: &Path, def: &Value, args: &[&str]) -> RunOutput {
-        let mut run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), dir.join("task.json"), def)
+        let run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), dir.join("task.json"), def)
             .prefer_cached()
             .data_dir(dir.join("data"));
-        for name in berth_testkit::aws::REMOVED_ENV {
-            run = run.env_remove(name);
-        }
-        for (k, v) in self.moto.berth_env() {
-            run = run.env(k, v);
-        }
-        run.args(["--aws", "on"]).args(args).output()
+        self.moto
+            .configure(run)
+            .args(["--aws", "on"])
+            .args(args)
+            .output()
     }
 }
 
@@ -399,14 +397,13 @@ fn role_credentials_are_renewed_before_they_expire() {
         "containerDefinitions": [test_container("app", script)],
     });
     let _lock = endpoint_lock();
-    let mut run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), root.join("task.json"), &def)
+    let run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), root.join("task.json"), &def)
         .prefer_cached()
         .data_dir(root.join("data"))
         .env("BERTH_TEST_ROLE_DURATION_SECS", "20");
-    for (k, v) in aws.moto.berth_env() {
-        run = run.env(k, v);
-    }
-    let run = run
+    let run = aws
+        .moto
+        .configure(run)
         .args(["--aws", "on", "--keep", "--account-id", ACCOUNT])
         .output();
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
@@ -580,12 +577,10 @@ fn run_with_sts(
     let mut c = test_container("app", "echo never");
     c["secrets"] = json!([{"name": "X", "valueFrom": "/berth/never"}]);
     let def = json!({"family": family, "executionRoleArn": "exec", "containerDefinitions": [c]});
-    let mut run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), root.join("task.json"), &def)
+    let run = BerthRun::new(env!("CARGO_BIN_EXE_berth"), root.join("task.json"), &def)
         .prefer_cached()
         .data_dir(root.join("data"));
-    for (k, v) in aws.moto.berth_env() {
-        run = run.env(k, v);
-    }
+    let mut run = aws.moto.configure(run);
     if let Some((id, secret)) = keys {
         run = run
             .env("AWS_ACCESS_KEY_ID", id)
